@@ -1,0 +1,52 @@
+"""The idempotency record's attribute names, statuses and index layout.
+
+One module owns these names so that the store, the CDK stack and the operator tools agree.
+"""
+
+from __future__ import annotations
+
+import zlib
+from enum import StrEnum
+
+PARTITION_KEY = "id"
+STATUS = "status"
+TTL = "expires_at"  # epoch seconds; DynamoDB TTL deletes lag by up to two days, so reads check it
+LEASE_EXPIRES_AT = "lease_expires_at"  # epoch milliseconds
+LOCK_TOKEN = "lock_token"
+FENCE = "fence"
+ATTEMPTS = "attempts"
+OWNER = "owner"
+CREATED_AT = "created_at"  # epoch milliseconds
+UPDATED_AT = "updated_at"  # epoch milliseconds
+RESULT = "result"  # JSON text with tagged types
+RESULT_SHA256 = "result_sha256"  # set instead of RESULT when the result is over the size cap
+RESULT_SIZE = "result_size"
+ERROR = "error"  # map: type, message, retryable, at
+FINGERPRINT = "fingerprint"
+
+# Sparse GSI: only IN_PROGRESS and FAILED records carry these two attributes. The partition key
+# is sharded so that a burst of in-flight work does not land on one index partition.
+PENDING_INDEX = "pending-index"
+PENDING_SHARD = "pending_shard"  # "{status}#{n}"
+PENDING_AT = "pending_at"  # IN_PROGRESS: lease expiry (ms); FAILED: failure time (ms)
+PENDING_SHARDS = 8
+
+
+class Status(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+
+def record_id(scope: str, key: str) -> str:
+    """The partition key: an explicit scope, so a refactor never changes existing keys."""
+    return f"{scope}#{key}"
+
+
+def pending_shard(record_id_: str, status: Status) -> str:
+    """Which sparse-index partition a pending record goes to (stable per record)."""
+    return f"{status.value}#{zlib.crc32(record_id_.encode()) % PENDING_SHARDS}"
+
+
+def all_pending_shards(status: Status) -> list[str]:
+    return [f"{status.value}#{n}" for n in range(PENDING_SHARDS)]

