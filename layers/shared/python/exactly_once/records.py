@@ -1,0 +1,151 @@
+"""Typed views of idempotency records and of what store operations return."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from exactly_once import codec, schema
+from exactly_once.schema import Status
+
+Item = dict[str, Any]  # a low-level DynamoDB item: {"name": {"S": "..."}}
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    type: str
+    message: str
+    retryable: bool
+
+    MAX_MESSAGE = 1024  # keeps FAILED records and DLQ attributes small
+
+    def to_attribute(self, at_ms: int) -> dict[str, Any]:
+        return {
+            "M": {
+                "type": {"S": self.type[:256]},
+                "message": {"S": self.message[: self.MAX_MESSAGE]},
+                "retryable": {"BOOL": self.retryable},
+                "at": {"N": str(at_ms)},
+            }
+        }
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, *, retryable: bool) -> ErrorInfo:
+        return cls(type(exc).__name__, str(exc)[: cls.MAX_MESSAGE], retryable)
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record as read from the table. `result` is decoded; None when absent or over the cap."""
+
+    record_id: str
+    status: Status
+    fence: int
+    attempts: int
+    owner: str | None
+    lock_token: str | None
+    lease_expires_at_ms: int | None
+    created_at_ms: int | None
+    updated_at_ms: int | None
+    expires_at_s: int | None
+    fingerprint: str | None
+    error: ErrorInfo | None
+    result: Any
+    result_sha256: str | None
+    result_size: int | None
+
+    def is_expired(self, now_s: float) -> bool:
+        """TTL-expired records may linger for days; they count as absent."""
+        return self.expires_at_s is not None and self.expires_at_s < now_s
+
+    def lease_expired(self, now_ms: int) -> bool:
+        return self.lease_expires_at_ms is not None and self.lease_expires_at_ms < now_ms
+
+    @classmethod
+    def from_item(cls, item: Item) -> StoredRecord:
+        err = item.get(schema.ERROR, {}).get("M")
+        raw_result = _s(item, schema.RESULT)
+        return cls(
+            record_id=item[schema.PARTITION_KEY]["S"],
+            status=Status(item[schema.STATUS]["S"]),
+            fence=_n(item, schema.FENCE) or 0,
+            attempts=_n(item, schema.ATTEMPTS) or 0,
+            owner=_s(item, schema.OWNER),
+            lock_token=_s(item, schema.LOCK_TOKEN),
+            lease_expires_at_ms=_n(item, schema.LEASE_EXPIRES_AT),
+            created_at_ms=_n(item, schema.CREATED_AT),
+            updated_at_ms=_n(item, schema.UPDATED_AT),
+            expires_at_s=_n(item, schema.TTL),
+            fingerprint=_s(item, schema.FINGERPRINT),
+            error=ErrorInfo(
+                type=err["type"]["S"],
+                message=err["message"]["S"],
+                retryable=err["retryable"]["BOOL"],
+            )
+            if err
+            else None,
+            result=codec.loads(raw_result) if raw_result is not None else None,
+            result_sha256=_s(item, schema.RESULT_SHA256),
+            result_size=_n(item, schema.RESULT_SIZE),
+        )
+
+
+def _s(item: Item, name: str) -> str | None:
+    value = item.get(name)
+    return value["S"] if value else None
+
+
+def _n(item: Item, name: str) -> int | None:
+    value = item.get(name)
+    return int(value["N"]) if value else None
+
+
+@dataclass(frozen=True)
+class Lock:
+    """Proof of holding a record: every later write is conditioned on this token."""
+
+    record_id: str
+    token: str
+    fence: int
+    attempt: int
+    lease_expires_at_ms: int
+
+
+class AcquireStatus(StrEnum):
+    ACQUIRED = "acquired"
+    ALREADY_COMPLETED = "already_completed"
+    IN_PROGRESS = "in_progress"
+    FAILED_PERMANENTLY = "failed_permanently"
+    FINGERPRINT_MISMATCH = "fingerprint_mismatch"
+
+
+@dataclass(frozen=True)
+class Acquisition:
+    """The outcome of `acquire`. Only ACQUIRED carries a lock."""
+
+    status: AcquireStatus
+    lock: Lock | None = None
+    takeover: bool = False  # ACQUIRED over another holder's expired lease
+    retry: bool = False  # ACQUIRED over a FAILED record
+    record: StoredRecord | None = None  # the record that blocked acquisition
+
+    @property
+    def acquired(self) -> bool:
+        return self.status is AcquireStatus.ACQUIRED
+
+
+class WriteStatus(StrEnum):
+    OK = "ok"
+    LEASE_LOST = "lease_lost"  # the token no longer holds the record; nothing was changed
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    status: WriteStatus
+    current: StoredRecord | None = None  # on LEASE_LOST: who holds the record now, if anyone
+    lock: Lock | None = None  # on OK: the lock to use from now on (extend moves its lease)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is WriteStatus.OK

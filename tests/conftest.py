@@ -1,0 +1,113 @@
+"""Session-wide servers: DynamoDB Local starts once on a free loopback port and stops at the end."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from exactly_once import clients
+from tools.dynamodb_local import DynamoDBLocal
+from tools.tables import create_idempotency_table, create_ledger_table
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# Never reach real AWS from tests, whatever the developer's shell has configured.
+os.environ.update(
+    {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }
+)
+os.environ.pop("AWS_PROFILE", None)
+
+
+class FakeClock:
+    """Epoch seconds under the test's control, so leases and TTLs expire on demand."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(scope="session")
+def dynamodb_local() -> Iterator[DynamoDBLocal]:
+    server = DynamoDBLocal().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def make_ddb_client(endpoint: str, max_attempts: int = 3) -> DynamoDBClient:
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        config=Config(
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
+            max_pool_connections=64,
+        ),
+    )
+
+
+@pytest.fixture(scope="session")
+def ddb(dynamodb_local: DynamoDBLocal) -> DynamoDBClient:
+    return make_ddb_client(dynamodb_local.endpoint)
+
+
+@pytest.fixture(scope="session")
+def idempotency_table(ddb: DynamoDBClient) -> str:
+    """One table for the session; tests isolate themselves with a unique scope."""
+    name = "idempotency-shared"
+    create_idempotency_table(ddb, name)
+    return name
+
+
+@pytest.fixture
+def fresh_idempotency_table(ddb: DynamoDBClient) -> Iterator[str]:
+    """A table of the test's own, for tests that list or count everything in it."""
+    name = f"idem-{uuid.uuid4().hex[:12]}"
+    create_idempotency_table(ddb, name)
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+@pytest.fixture
+def ledger_table(ddb: DynamoDBClient) -> Iterator[str]:
+    name = f"ledger-{uuid.uuid4().hex[:12]}"
+    create_ledger_table(ddb, name)
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+@pytest.fixture
+def scope() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_layer_clients() -> Iterator[None]:
+    """The layer caches boto3 clients; tests that point it elsewhere must not leak them."""
+    clients.reset()
+    yield
+    clients.reset()
