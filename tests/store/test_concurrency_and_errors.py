@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.exceptions import ClientError
 
 from exactly_once import AcquireStatus, IdempotencyStore
@@ -37,7 +37,8 @@ def test_32_threads_racing_acquire_have_exactly_one_winner_per_key(
         for n in range(KEYS):
             key = f"key-{n}"
             barrier = threading.Barrier(THREADS)
-            outcomes = list(pool.map(lambda _: race(key, barrier), range(THREADS)))
+            futures = [pool.submit(race, key, barrier) for _ in range(THREADS)]
+            outcomes = [f.result() for f in futures]
             winners[key] = [i for i, s in enumerate(outcomes) if s is AcquireStatus.ACQUIRED]
             assert outcomes.count(AcquireStatus.IN_PROGRESS) == THREADS - 1, key
 
@@ -56,11 +57,12 @@ def _throttle_every_request(client: DynamoDBClient, calls: list[str]) -> None:
                 "message": "The level of configured provisioned throughput was exceeded",
             }
         ).encode()
-        return AWSResponse(
-            request.url, 400, {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body)
-        )
+        headers = HTTPHeaders()
+        headers["Content-Type"] = "application/x-amz-json-1.0"
+        return AWSResponse(request.url, 400, headers, _Raw(body))
 
-    client.meta.events.register("before-send.dynamodb.UpdateItem", respond)
+    # botocore's stubs type handlers as returning None, but before-send handlers may answer.
+    client.meta.events.register("before-send.dynamodb.UpdateItem", respond)  # type: ignore[arg-type]
 
 
 class _Raw:
