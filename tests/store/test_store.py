@@ -178,6 +178,7 @@ class TestLeases:
         clock.advance(20)
         extended = store.extend(lock, LEASE_MS)
         assert extended.ok
+        assert extended.lock is not None
         assert extended.lock.lease_expires_at_ms == lock.lease_expires_at_ms + 20_000
         clock.advance(15)  # past the first lease, inside the extended one
         assert acquire(store, scope).status is AcquireStatus.IN_PROGRESS
@@ -214,6 +215,7 @@ class TestZombie:
         lost_fail = store.fail(a, ErrorInfo("Boom", "zombie", retryable=True))
         assert lost_complete.status is WriteStatus.LEASE_LOST
         assert lost_fail.status is WriteStatus.LEASE_LOST
+        assert lost_complete.current is not None
         assert lost_complete.current.owner == "fn:B"
         assert raw_item(ddb, idempotency_table, scope) == before
         assert before["result"]["S"] == '{"by":"B"}'
