@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from exactly_once.consumer import SqsConsumer, sqs_consumer
 from exactly_once.errors import ConfigurationError, PermanentError
 from exactly_once.lease import LeasePolicy
+from exactly_once.outcomes import Outcome, RecordResult
+from exactly_once.processor import RecordContext
 from exactly_once.records import (
     AcquireStatus,
     Acquisition,
@@ -24,9 +27,14 @@ __all__ = [
     "IdempotencyStore",
     "LeasePolicy",
     "Lock",
+    "Outcome",
     "PermanentError",
+    "RecordContext",
+    "RecordResult",
+    "SqsConsumer",
     "Status",
     "StoredRecord",
     "WriteResult",
     "WriteStatus",
+    "sqs_consumer",
 ]

@@ -1,0 +1,77 @@
+"""Consumer configuration: environment variables, overridden by decorator keyword arguments."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from exactly_once.errors import ConfigurationError
+from exactly_once.lease import LeasePolicy
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    table_name: str
+    scope: str
+    dead_letter_queue_url: str | None = None
+    concurrency: int = 10  # I/O-bound records overlap their waits; SQS batches of 10 fit exactly
+    raw_body: bool = False
+    fingerprint: bool = True
+    fingerprint_fields: tuple[str, ...] | None = None
+    block_takeover: bool = False
+    lease: LeasePolicy = field(default_factory=LeasePolicy)
+    deadline_margin_ms: int = 5_000
+    record_ttl_s: int = 15 * 86_400
+    failed_ttl_s: int = 30 * 86_400
+    result_cap_bytes: int = 64 * 1024
+
+    @classmethod
+    def resolve(cls, overrides: dict[str, Any]) -> ConsumerConfig:
+        """Read the environment now (not at import), so tests and local tools can set it."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        table = given.pop("table_name", None) or os.environ.get("IDEMPOTENCY_TABLE")
+        if not table:
+            raise ConfigurationError("IDEMPOTENCY_TABLE is not set and no table was given")
+        scope = (
+            given.pop("scope", None)
+            or os.environ.get("CONSUMER_SCOPE")
+            or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+        )
+        if not scope:
+            raise ConfigurationError("set CONSUMER_SCOPE (or pass scope=) to name the key space")
+        lease = given.pop("lease", None) or LeasePolicy(
+            margin_ms=_env_int("LEASE_MARGIN_MS", 5_000),
+            max_ms=_env_int("LEASE_MAX_MS", 0) or None,
+        )
+        defaults: dict[str, Any] = {
+            "dead_letter_queue_url": os.environ.get("DEAD_LETTER_QUEUE_URL") or None,
+            "concurrency": _env_int("BATCH_CONCURRENCY", 10),
+            "block_takeover": _env_bool("BLOCK_EXPIRED_LEASES", False),
+            "deadline_margin_ms": _env_int("DEADLINE_MARGIN_MS", 5_000),
+            "record_ttl_s": _env_int("RECORD_TTL_SECONDS", 15 * 86_400),
+            "failed_ttl_s": _env_int("FAILED_TTL_SECONDS", 30 * 86_400),
+        }
+        if "fingerprint_fields" in given:
+            given["fingerprint_fields"] = tuple(given["fingerprint_fields"])
+        config = cls(table_name=table, scope=scope, lease=lease, **{**defaults, **given})
+        if config.concurrency < 1:
+            raise ConfigurationError("concurrency must be at least 1")
+        return config

@@ -1,0 +1,176 @@
+"""`@sqs_consumer`: turn a function of (body, ctx) into a Lambda SQS handler."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+from exactly_once import observability
+from exactly_once.batch import batch_response, run_batch
+from exactly_once.config import ConsumerConfig
+from exactly_once.keys import KeySpec
+from exactly_once.lease import LeasePolicy
+from exactly_once.messages import message_id
+from exactly_once.outcomes import Outcome, RecordResult
+from exactly_once.processor import Handler, RecordProcessor
+from exactly_once.store import IdempotencyStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+BatchResponse = dict[str, list[dict[str, str]]]
+
+
+class SqsConsumer:
+    """The Lambda handler: `consumer(event, context) -> {"batchItemFailures": [...]}`.
+
+    Configuration is read on the first invocation (not at import) and whenever the
+    environment changes, and it never raises: an all-failed batch is reported, not thrown,
+    because a raised error retries the whole batch and makes Lambda back off.
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        key: KeySpec,
+        overrides: dict[str, Any],
+        dynamodb_client: DynamoDBClient | None = None,
+        sqs_client: SQSClient | None = None,
+    ) -> None:
+        functools.update_wrapper(self, handler)
+        self.handler = handler
+        self.key = key
+        self.overrides = overrides
+        self._dynamodb_client = dynamodb_client
+        self._sqs_client = sqs_client
+        self._processor: RecordProcessor | None = None
+        self._lock = threading.Lock()
+        self.last_results: list[RecordResult] = []  # for local tools and tests
+
+    def processor(self) -> RecordProcessor:
+        config = ConsumerConfig.resolve(self.overrides)
+        with self._lock:
+            if self._processor is None or self._processor.config != config:
+                store = IdempotencyStore(
+                    config.table_name,
+                    client=self._dynamodb_client,
+                    record_ttl_s=config.record_ttl_s,
+                    failed_ttl_s=config.failed_ttl_s,
+                    result_cap_bytes=config.result_cap_bytes,
+                )
+                self._processor = RecordProcessor(
+                    self.handler, self.key, config, store, self._sqs_client
+                )
+            return self._processor
+
+    def __call__(self, event: Any, context: Any = None) -> BatchResponse:
+        records = event.get("Records") if isinstance(event, dict) else None
+        if not isinstance(records, list):
+            observability.logger().error(
+                "not an SQS event: no Records list", extra={"event_type": type(event).__name__}
+            )
+            return {"batchItemFailures": []}
+        try:
+            processor = self.processor()
+        except Exception as exc:  # misconfiguration: report every record, lose none
+            observability.logger().exception("consumer is misconfigured")
+            results = [
+                RecordResult(message_id(r), Outcome.ERROR, True, reason=f"configuration: {exc}")
+                for r in records
+            ]
+        else:
+            results = run_batch(
+                records,
+                lambda record: processor.process(record, context),
+                processor.config.concurrency,
+            )
+            _log_summary(results)
+            try:
+                observability.emit_batch_metrics(processor.config.scope, results)
+            except Exception:  # metrics must never cost a record
+                observability.logger().exception("could not emit metrics")
+        self.last_results = results
+        return batch_response(results)
+
+
+def _log_summary(results: list[RecordResult]) -> None:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
+    failures = sum(r.report_failure for r in results)
+    observability.logger().info(
+        "batch done", extra={"records": len(results), "reported_failures": failures, **counts}
+    )
+
+
+@overload
+def sqs_consumer(handler: Handler, /) -> SqsConsumer: ...
+
+
+@overload
+def sqs_consumer(
+    *,
+    key: KeySpec = None,
+    raw_body: bool | None = None,
+    fingerprint: bool | None = None,
+    fingerprint_fields: Sequence[str] | None = None,
+    table_name: str | None = None,
+    scope: str | None = None,
+    dead_letter_queue_url: str | None = None,
+    concurrency: int | None = None,
+    block_takeover: bool | None = None,
+    lease: LeasePolicy | None = None,
+    deadline_margin_ms: int | None = None,
+    result_cap_bytes: int | None = None,
+    dynamodb_client: DynamoDBClient | None = None,
+    sqs_client: SQSClient | None = None,
+) -> Callable[[Handler], SqsConsumer]: ...
+
+
+def sqs_consumer(
+    handler: Handler | None = None,
+    /,
+    *,
+    key: KeySpec = None,
+    raw_body: bool | None = None,
+    fingerprint: bool | None = None,
+    fingerprint_fields: Sequence[str] | None = None,
+    table_name: str | None = None,
+    scope: str | None = None,
+    dead_letter_queue_url: str | None = None,
+    concurrency: int | None = None,
+    block_takeover: bool | None = None,
+    lease: LeasePolicy | None = None,
+    deadline_margin_ms: int | None = None,
+    result_cap_bytes: int | None = None,
+    dynamodb_client: DynamoDBClient | None = None,
+    sqs_client: SQSClient | None = None,
+) -> SqsConsumer | Callable[[Handler], SqsConsumer]:
+    """Make `handler(body, ctx)` an exactly-once Lambda SQS handler.
+
+    `key`: a dotted body path ("order.id"), "attribute:Name", a callable taking the raw record,
+    or None for the messageId. Prefer a business key: a DLQ replay gives a new messageId.
+    Keyword arguments override the environment (IDEMPOTENCY_TABLE, CONSUMER_SCOPE,
+    DEAD_LETTER_QUEUE_URL, BATCH_CONCURRENCY, BLOCK_EXPIRED_LEASES, ...).
+    """
+    overrides: dict[str, Any] = {
+        "raw_body": raw_body,
+        "fingerprint": fingerprint,
+        "fingerprint_fields": fingerprint_fields,
+        "table_name": table_name,
+        "scope": scope,
+        "dead_letter_queue_url": dead_letter_queue_url,
+        "concurrency": concurrency,
+        "block_takeover": block_takeover,
+        "lease": lease,
+        "deadline_margin_ms": deadline_margin_ms,
+        "result_cap_bytes": result_cap_bytes,
+    }
+
+    def wrap(fn: Handler) -> SqsConsumer:
+        return SqsConsumer(fn, key, overrides, dynamodb_client, sqs_client)
+
+    return wrap(handler) if handler is not None else wrap

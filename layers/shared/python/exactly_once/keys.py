@@ -1,0 +1,44 @@
+"""Finding a record's idempotency key: body path, message attribute, callable or messageId."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from exactly_once.codec import lookup
+from exactly_once.errors import PermanentError
+
+KeySpec = str | Callable[[dict[str, Any]], Any] | None
+
+# DynamoDB partition keys are at most 2048 bytes and the scope shares them.
+MAX_KEY_BYTES = 1024
+
+
+class MissingKey(PermanentError):
+    """The record carries no usable idempotency key; retrying cannot add one."""
+
+
+def resolve_key(spec: KeySpec, record: dict[str, Any], body: Any) -> str:
+    """The key as a string. Long keys are hashed so they always fit a partition key."""
+    if spec is None:
+        value: Any = record.get("messageId")
+        where = "messageId"
+    elif callable(spec):
+        value = spec(record)
+        where = getattr(spec, "__name__", "key function")
+    elif spec.startswith("attribute:"):
+        name = spec.removeprefix("attribute:")
+        attribute = (record.get("messageAttributes") or {}).get(name) or {}
+        value = attribute.get("stringValue")
+        where = f"message attribute {name!r}"
+    else:
+        value = lookup(body, spec) if isinstance(body, dict | list) else None
+        where = f"body field {spec!r}"
+
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        raise MissingKey(f"no idempotency key at {where} (found {type(value).__name__})")
+    key = str(value)
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        key = "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return key

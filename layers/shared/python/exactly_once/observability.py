@@ -1,0 +1,74 @@
+"""Structured logs and EMF metrics through Powertools, created on first use.
+
+Powertools Logger and Metrics are the well-kept way to get JSON logs and CloudWatch metrics
+without API calls. Per-record keys go in `extra=` (thread-safe), and metrics are added once per
+batch from the invoking thread, because the Metrics store is shared and not meant for threads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from exactly_once.outcomes import Outcome, RecordResult
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger, Metrics
+
+NAMESPACE_DEFAULT = "ExactlyOnce"
+_logger: Logger | None = None
+_metrics: Metrics | None = None
+
+METRIC_NAMES = {
+    Outcome.PROCESSED: "Processed",
+    Outcome.DUPLICATE: "Duplicates",
+    Outcome.IN_PROGRESS: "InProgress",
+    Outcome.FAILED: "Failed",
+    Outcome.PERMANENT: "Permanent",
+    Outcome.DEFERRED: "DeferredByDeadline",
+    Outcome.LEASE_LOST: "LeaseLost",
+    Outcome.SKIPPED: "SkippedInGroup",
+    Outcome.ERROR: "Errors",
+}
+
+
+def logger() -> Logger:
+    global _logger
+    if _logger is None:
+        from aws_lambda_powertools import Logger
+
+        _logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "exactly-once"))
+    return _logger
+
+
+def _metrics_instance() -> Metrics:
+    global _metrics
+    if _metrics is None:
+        from aws_lambda_powertools import Metrics
+
+        _metrics = Metrics(
+            namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT)
+        )
+    return _metrics
+
+
+def emit_batch_metrics(scope: str, results: list[RecordResult]) -> None:
+    """One EMF document per batch: a count per outcome, plus takeovers, dimensioned by consumer."""
+    if not results:
+        return
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    counts = Counter(r.outcome for r in results)
+    metrics = _metrics_instance()
+    metrics.add_dimension(name="consumer", value=scope)
+    for outcome, name in METRIC_NAMES.items():
+        if counts[outcome]:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=counts[outcome])
+    takeovers = sum(r.takeover for r in results)
+    if takeovers:
+        metrics.add_metric(name="Takeovers", unit=MetricUnit.Count, value=takeovers)
+    dead_lettered = sum(r.dead_lettered for r in results)
+    if dead_lettered:
+        metrics.add_metric(name="DeadLettered", unit=MetricUnit.Count, value=dead_lettered)
+    metrics.flush_metrics()

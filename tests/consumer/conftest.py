@@ -1,0 +1,152 @@
+"""Fixtures for the batch runner: SQS on a moto server, tables on DynamoDB Local."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from tools.ports import free_port
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def sqs(moto_endpoint: str) -> SQSClient:
+    return boto3.client("sqs", endpoint_url=moto_endpoint, region_name="us-east-1")
+
+
+@dataclass
+class Queues:
+    source_url: str
+    source_arn: str
+    dlq_url: str
+
+
+def make_queues(sqs: SQSClient, fifo: bool = False) -> Queues:
+    suffix = ".fifo" if fifo else ""
+    attrs: dict[Any, str] = {"FifoQueue": "true"} if fifo else {}
+    name = f"q-{uuid.uuid4().hex[:10]}"
+    dlq = sqs.create_queue(QueueName=f"{name}-dlq{suffix}", Attributes=attrs)["QueueUrl"]
+    src = sqs.create_queue(
+        QueueName=f"{name}{suffix}", Attributes={**attrs, "VisibilityTimeout": "1"}
+    )["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=src, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    return Queues(src, arn, dlq)
+
+
+@pytest.fixture
+def queues(sqs: SQSClient) -> Queues:
+    return make_queues(sqs)
+
+
+@pytest.fixture
+def fifo_queues(sqs: SQSClient) -> Queues:
+    return make_queues(sqs, fifo=True)
+
+
+@dataclass
+class FakeLambdaContext:
+    """A LambdaContext whose remaining time counts down from a chosen budget."""
+
+    timeout_ms: int = 30_000
+    function_name: str = "test-consumer"
+    aws_request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started: float = field(default_factory=time.monotonic)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.timeout_ms - (time.monotonic() - self.started) * 1000)
+
+
+def sqs_record(
+    body: Any,
+    *,
+    arn: str = "arn:aws:sqs:us-east-1:123456789012:orders",
+    message_id: str | None = None,
+    receipt_handle: str = "rh",
+    group_id: str | None = None,
+    attributes: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    text = body if isinstance(body, str) else json.dumps(body)
+    system = {
+        "ApproximateReceiveCount": "1",
+        "SentTimestamp": "1700000000000",
+        "SenderId": "AIDAEXAMPLE",
+        "ApproximateFirstReceiveTimestamp": "1700000000001",
+    }
+    if group_id is not None:
+        system["MessageGroupId"] = group_id
+        system["MessageDeduplicationId"] = uuid.uuid4().hex
+    return {
+        "messageId": message_id or str(uuid.uuid4()),
+        "receiptHandle": receipt_handle,
+        "body": text,
+        "attributes": system,
+        "messageAttributes": {
+            k: {
+                "stringValue": v,
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": "String",
+            }
+            for k, v in (attributes or {}).items()
+        },
+        "md5OfBody": hashlib.md5(text.encode(), usedforsecurity=False).hexdigest(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": arn,
+        "awsRegion": "us-east-1",
+    }
+
+
+def event(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"Records": list(records)}
+
+
+def received_record(sqs: SQSClient, queues: Queues, body: Any) -> dict[str, Any]:
+    """Send and receive a real message, so its receipt handle works with moto."""
+    sqs.send_message(QueueUrl=queues.source_url, MessageBody=json.dumps(body))
+    msgs = sqs.receive_message(QueueUrl=queues.source_url, MaxNumberOfMessages=1)["Messages"]
+    msg = msgs[0]
+    return sqs_record(
+        body,
+        arn=queues.source_arn,
+        message_id=msg["MessageId"],
+        receipt_handle=msg["ReceiptHandle"],
+    )
+
+
+def drain(sqs: SQSClient, url: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        msgs = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+            AttributeNames=["All"],
+            WaitTimeSeconds=0,
+        ).get("Messages", [])
+        if not msgs:
+            return out
+        out += [dict(m) for m in msgs]
