@@ -306,3 +306,24 @@ def test_metrics_are_emitted_per_outcome(
     assert "Processed" in names
     assert "Permanent" in names
     assert emf[0]["Processed"] == [1.0]
+
+
+def test_default_margin_scales_with_short_timeouts(build: Callable[..., SqsConsumer]) -> None:
+    """Lambda's default timeout is 3 s: a fixed 5 s margin would defer every record."""
+    ran: list[str] = []
+    handler = build(lambda b, c: ran.append(b["id"]))
+    handler(event(sqs_record({"id": "short-1"})), FakeLambdaContext(timeout_ms=3_000))
+    assert ran == ["short-1"]
+
+
+@pytest.mark.parametrize(
+    ("budget_ms", "margin_ms"), [(3_000, 600.0), (1_000, 500.0), (900_000, 5_000.0)]
+)
+def test_default_margin_is_a_fifth_of_the_budget_within_bounds(
+    budget_ms: float, margin_ms: float
+) -> None:
+    from exactly_once.config import ConsumerConfig
+
+    config = ConsumerConfig(table_name="t", scope="s")
+    assert config.margin_for(budget_ms) == margin_ms
+    assert ConsumerConfig(table_name="t", scope="s", deadline_margin_ms=42).margin_for(1) == 42

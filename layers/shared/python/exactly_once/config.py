@@ -38,10 +38,22 @@ class ConsumerConfig:
     fingerprint_fields: tuple[str, ...] | None = None
     block_takeover: bool = False
     lease: LeasePolicy = field(default_factory=LeasePolicy)
-    deadline_margin_ms: int = 5_000
+    deadline_margin_ms: int | None = None  # None: a fifth of the invocation's budget, 0.5-5 s
     record_ttl_s: int = 15 * 86_400
     failed_ttl_s: int = 30 * 86_400
     result_cap_bytes: int = 64 * 1024
+
+    def margin_for(self, budget_ms: float) -> float:
+        """How close to the deadline a record may still start.
+
+        A fixed margin would defer everything on short timeouts (Lambda's default is 3 s), so
+        by default it scales with the budget the invocation started with.
+        """
+        if self.deadline_margin_ms is not None:
+            return float(self.deadline_margin_ms)
+        if budget_ms == float("inf"):
+            return 0.0
+        return min(5_000.0, max(500.0, budget_ms / 5))
 
     @classmethod
     def resolve(cls, overrides: dict[str, Any]) -> ConsumerConfig:
@@ -65,7 +77,7 @@ class ConsumerConfig:
             "dead_letter_queue_url": os.environ.get("DEAD_LETTER_QUEUE_URL") or None,
             "concurrency": _env_int("BATCH_CONCURRENCY", 10),
             "block_takeover": _env_bool("BLOCK_EXPIRED_LEASES", False),
-            "deadline_margin_ms": _env_int("DEADLINE_MARGIN_MS", 5_000),
+            "deadline_margin_ms": _env_int("DEADLINE_MARGIN_MS", 0) or None,
             "record_ttl_s": _env_int("RECORD_TTL_SECONDS", 15 * 86_400),
             "failed_ttl_s": _env_int("FAILED_TTL_SECONDS", 30 * 86_400),
         }

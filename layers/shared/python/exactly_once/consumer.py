@@ -14,7 +14,7 @@ from exactly_once.keys import KeySpec
 from exactly_once.lease import LeasePolicy
 from exactly_once.messages import message_id
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.processor import Handler, RecordProcessor
+from exactly_once.processor import Handler, RecordProcessor, remaining_ms
 from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:
@@ -82,9 +82,10 @@ class SqsConsumer:
                 for r in records
             ]
         else:
+            margin = processor.config.margin_for(remaining_ms(context))
             results = run_batch(
                 records,
-                lambda record: processor.process(record, context),
+                lambda record: processor.process(record, context, margin),
                 processor.config.concurrency,
             )
             _log_summary(results)

@@ -74,10 +74,11 @@ class RecordProcessor:
             self._sqs = clients.sqs()
         return self._sqs
 
-    def process(self, record: Any, context: Any) -> RecordResult:
+    def process(self, record: Any, context: Any, margin_ms: float = 0.0) -> RecordResult:
+        """`margin_ms`: a record is not started with less time than this left."""
         mid = message_id(record)
         try:
-            return self._process(record, mid, context)
+            return self._process(record, mid, context, margin_ms)
         except Exception as exc:  # the last line of defence: report, never raise to the batch
             observability.logger().exception(
                 "record failed unexpectedly", extra={"message_id": mid}
@@ -87,10 +88,10 @@ class RecordProcessor:
     def deferred(self, record: Any, reason: str) -> RecordResult:
         return RecordResult(message_id(record), Outcome.DEFERRED, True, reason=reason)
 
-    def _process(self, record: Any, mid: str, context: Any) -> RecordResult:
+    def _process(self, record: Any, mid: str, context: Any, margin_ms: float) -> RecordResult:
         if not isinstance(record, dict) or not mid:
             return RecordResult(mid, Outcome.ERROR, True, reason="malformed record: no messageId")
-        if _remaining_ms(context) < self.config.deadline_margin_ms:
+        if remaining_ms(context) < margin_ms:
             return self.deferred(record, "too close to the invocation deadline")
         try:
             body = parse_body(record, self.config.raw_body)
@@ -144,9 +145,11 @@ class RecordProcessor:
             self.store,
             acquisition.lock,
         )
-        return self._run(ctx, body, acquisition.takeover, context)
+        return self._run(ctx, body, acquisition.takeover, context, margin_ms)
 
-    def _run(self, ctx: RecordContext, body: Any, takeover: bool, context: Any) -> RecordResult:
+    def _run(
+        self, ctx: RecordContext, body: Any, takeover: bool, context: Any, margin_ms: float
+    ) -> RecordResult:
         record, mid, key, lock = ctx.record, ctx.message_id, ctx.key, ctx._lock
         assert lock is not None
         try:
@@ -171,10 +174,10 @@ class RecordProcessor:
                 fence=lock.fence,
                 takeover=takeover,
             )
-        return self._complete(ctx, result, takeover, context)
+        return self._complete(ctx, result, takeover, context, margin_ms)
 
     def _complete(
-        self, ctx: RecordContext, result: Any, takeover: bool, context: Any
+        self, ctx: RecordContext, result: Any, takeover: bool, context: Any, margin_ms: float
     ) -> RecordResult:
         """Record completion, retrying past botocore's own retries while time remains.
 
@@ -187,7 +190,7 @@ class RecordProcessor:
                 written = self.store.complete(ctx._lock, result)
                 break
             except Exception as exc:
-                if _remaining_ms(context) < self.config.deadline_margin_ms / 2 + delay * 1000:
+                if remaining_ms(context) < margin_ms / 2 + delay * 1000:
                     observability.logger().error(
                         "completion could not be recorded; the record stays IN_PROGRESS until "
                         "its lease expires and may then run again",
@@ -313,7 +316,7 @@ class RecordProcessor:
         return RecordResult(mid, Outcome.ERROR, True, key=key, reason=f"{step}: {exc!r}")
 
 
-def _remaining_ms(context: Any) -> float:
+def remaining_ms(context: Any) -> float:
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):
         return float(context.get_remaining_time_in_millis())
     return math.inf
