@@ -46,3 +46,40 @@ test: setup ## lint, types and the whole test suite
 
 clean: ## Remove build output (keeps .venv and node_modules)
 	rm -rf build cdk.out .local .pytest_cache .mypy_cache .ruff_cache
+
+# CDK: `make deploy CDK_ARGS="-c stage=prod -c alarmEmail=ops@example.com"`; see docs/infrastructure.md.
+CDK_ARGS ?=
+
+synth: setup ## Synthesize the CDK app into cdk.out (fails on any cdk-nag finding)
+	cdk synth --quiet $(CDK_ARGS)
+
+deploy: setup ## Deploy to the AWS account of your credentials (run `cdk bootstrap` once first)
+	cdk deploy --require-approval broadening $(CDK_ARGS)
+
+destroy: setup ## Delete the stack (a prod stage keeps its tables)
+	cdk destroy $(CDK_ARGS)
+
+layer: setup ## Build the Lambda layer into build/layer (cached by a hash of its inputs)
+	$(PY) -m infra.layer_build
+
+# --- Run and operate (the CLI reads AWS_ENDPOINT_URL / AWS_PROFILE / AWS_REGION) -------------
+CONSUMER ?= orders
+COUNT ?= 100
+DUPLICATES ?= 0.2
+EVENT ?= events/orders-single.json
+ARGS ?=
+
+run: setup ## Everything on this machine: local AWS, deploy, poll, send a workload, report
+	$(PY) -m tools.cli run $(ARGS)
+
+send: setup ## Send COUNT generated messages (DUPLICATES share re-sent) to CONSUMER's queue
+	$(PY) -m tools.cli send --consumer $(CONSUMER) --count $(COUNT) --duplicates $(DUPLICATES) $(ARGS)
+
+replay: setup ## Move CONSUMER's dead letters back (copy mode); ARGS e.g. "--dry-run"
+	$(PY) -m tools.cli replay copy --consumer $(CONSUMER) $(ARGS)
+
+invoke: setup ## Run CONSUMER's handler in-process on EVENT (env from the deployed stack)
+	$(PY) -m tools.cli invoke $(CONSUMER) --event $(EVENT) $(ARGS)
+
+locks: setup ## List stuck IN_PROGRESS and FAILED records (ARGS e.g. "--stuck-only")
+	$(PY) -m tools.cli locks list $(ARGS)

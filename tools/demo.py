@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 
+REDRIVEN = "redriven by SQS"  # moved by maxReceiveCount, so it carries no reason of ours
+
+
 @dataclass(frozen=True)
 class Workload:
     orders: int = 200  # messages to the standard queue
@@ -60,7 +63,9 @@ def plan_orders(workload: Workload, run_id: str, rng: random.Random) -> Planned:
         plan.keys.add(str(body["orderId"]))
     repeats = [rng.choice(bodies) for _ in range(duplicates)] if bodies else []
     poisons = [
-        "this is not JSON {" if n % 2 == 0 else json.dumps({"orderId": f"bad-{run_id}-{n}", "amount": -1})
+        "this is not JSON {"
+        if n % 2 == 0
+        else json.dumps({"orderId": f"bad-{run_id}-{n}", "amount": -1})
         for n in range(poison)
     ]
     everything = bodies + repeats + poisons
@@ -138,7 +143,8 @@ def dead_letter_reasons(sqs: SQSClient, queue_url: str) -> Counter[str]:
             break
         for message in got:
             attrs = message.get("MessageAttributes", {})
-            reason = attrs.get("eo-error-type", {}).get("StringValue", "redriven by SQS")
+            marked = attrs.get("eo-error-type")
+            reason = marked["StringValue"] if marked and "StringValue" in marked else REDRIVEN
             reasons[reason] += 1
             handles.append(message["ReceiptHandle"])
     for handle in handles:  # make them visible again: this was only a look

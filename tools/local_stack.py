@@ -94,16 +94,14 @@ class LocalStack:
 
     def client(self, service: str, *, via_moto: bool = False) -> Any:
         endpoint = (
-            self.dynamodb.endpoint
-            if service == "dynamodb" and not via_moto
-            else self.moto.endpoint
+            self.dynamodb.endpoint if service == "dynamodb" and not via_moto else self.moto.endpoint
         )
         return boto3.client(
             service,  # type: ignore[call-overload]
             endpoint_url=endpoint,
             region_name=REGION,
             aws_access_key_id="testing",
-            aws_secret_access_key="testing",
+            aws_secret_access_key="testing",  # noqa: S106 (moto and DynamoDB Local accept any)
         )
 
     def sqs(self) -> SQSClient:

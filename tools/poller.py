@@ -270,7 +270,9 @@ class Poller:
     def start(self) -> Poller:
         for binding in self.bindings:
             for n in range(self.workers):
-                log = str(self.log_dir / f"{binding.function_name}-{n}.log") if self.log_dir else None
+                log = (
+                    str(self.log_dir / f"{binding.function_name}-{n}.log") if self.log_dir else None
+                )
                 proc = self._ctx.Process(
                     target=worker_main,
                     args=(binding, self.aws_environment, self._stop, self._reports, log),

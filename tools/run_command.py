@@ -28,7 +28,6 @@ from tools.local_stack import LocalStack
 from tools.poller import Poller, wait_until_drained
 from tools.send import send_messages
 
-
 LOG_DIR = ROOT / "build" / "local-logs"
 
 
@@ -50,15 +49,23 @@ class DemoReport:
 
 
 def run_demo(
-    workload: Workload, workers: int, timeout_s: float, console: Console, keep: bool = False
+    workload: Workload,
+    workers: int,
+    timeout_s: float,
+    console: Console,
+    keep: bool = False,
+    stack: LocalStack | None = None,
 ) -> DemoReport:
+    """Run the workload; on a stack of its own unless one is given (then it is left running)."""
     started = time.monotonic()
     rng = random.Random(workload.seed)
     run_id = uuid.uuid4().hex[:6]
-    with console.status("Starting moto and DynamoDB Local, deploying the CDK app..."):
-        stack = LocalStack().start()
-    try:
+    own = stack is None
+    if stack is None:
+        with console.status("Starting moto and DynamoDB Local, deploying the CDK app..."):
+            stack = LocalStack().start()
         console.print(f"[green]✓[/] stack deployed in {time.monotonic() - started:.1f}s")
+    try:
         sqs, ddb = stack.sqs(), stack.ddb()
         bindings = stack.bindings()
         LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -77,8 +84,12 @@ def run_demo(
         sent = _send(stack, plans, console)
         queue_urls = [stack.outputs[f"{name}QueueUrl"] for name in plans]
         with Progress(
-            SpinnerColumn(), TextColumn("draining: {task.fields[backlog]} left"),
-            BarColumn(), TimeElapsedColumn(), console=console, transient=True,
+            SpinnerColumn(),
+            TextColumn("draining: {task.fields[backlog]} left"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
         ) as progress:
             task = progress.add_task("drain", total=sum(sent.values()), backlog="?")
             drained = wait_until_drained(
@@ -108,7 +119,8 @@ def run_demo(
             _serve(stack, console)
         return report
     finally:
-        stack.stop()
+        if own:
+            stack.stop()
 
 
 def _send(stack: LocalStack, plans: dict[str, Planned], console: Console) -> dict[str, int]:
@@ -176,8 +188,12 @@ def render(report: DemoReport, console: Console) -> None:
 
 
 def run_cmd(
-    orders: Annotated[int, typer.Option(min=0, help="Messages to the orders (standard) queue.")] = 200,
-    payments: Annotated[int, typer.Option(min=0, help="Messages to the payments (FIFO) queue.")] = 40,
+    orders: Annotated[
+        int, typer.Option(min=0, help="Messages to the orders (standard) queue.")
+    ] = 200,
+    payments: Annotated[
+        int, typer.Option(min=0, help="Messages to the payments (FIFO) queue.")
+    ] = 40,
     duplicates: Annotated[
         float, typer.Option(min=0.0, max=0.9, help="Share of messages repeating a business id.")
     ] = 0.25,
@@ -194,8 +210,13 @@ def run_cmd(
     """Run everything locally: moto + DynamoDB Local, deploy, poll, send a workload, report."""
     console = stdout()
     workload = Workload(
-        orders=orders, payments=payments, duplicate_ratio=duplicates, poison=poison,
-        transient_ratio=transient, work_ms=work_ms, seed=seed,
+        orders=orders,
+        payments=payments,
+        duplicate_ratio=duplicates,
+        poison=poison,
+        transient_ratio=transient,
+        work_ms=work_ms,
+        seed=seed,
     )
     report = run_demo(workload, workers, timeout, console, keep=keep)
     render(report, console)

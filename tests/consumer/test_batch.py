@@ -121,15 +121,18 @@ def test_standard_records_run_concurrently(build: Callable[..., SqsConsumer]) ->
 
 
 def test_concurrency_is_bounded(build: Callable[..., SqsConsumer]) -> None:
+    """Each record waits until three are running: the pool reaches its bound, never more."""
     live, peak = [0], [0]
-    guard = threading.Lock()
+    turn = threading.Condition()
 
     def count(body: Any, ctx: RecordContext) -> None:
-        with guard:
+        with turn:
             live[0] += 1
             peak[0] = max(peak[0], live[0])
-        time.sleep(0.02)
-        with guard:
+            turn.notify_all()
+            turn.wait_for(lambda: live[0] >= 3, timeout=5)
+        time.sleep(0.01)
+        with turn:
             live[0] -= 1
 
     build(count, concurrency=3)(event(*[sqs_record({"id": f"b-{n}"}) for n in range(12)]))
@@ -165,21 +168,38 @@ def test_16_threads_with_the_same_key_run_the_business_function_once(
     assert len(runs) == 1
 
 
-def test_redelivering_in_progress_losers_after_completion_gives_duplicates(
+def test_same_key_records_in_one_batch_run_in_turn_so_repeats_are_duplicates(
     build: Callable[..., SqsConsumer],
 ) -> None:
     runs: list[int] = []
     handler = build(lambda b, c: runs.append(1))
-    records = [sqs_record({"id": "k"}) for _ in range(5)]
-    handler(event(*records), FakeLambdaContext())
-    assert len(runs) == 1
-    outcomes = sorted(r.outcome for r in handler.last_results)
-    assert outcomes.count(Outcome.PROCESSED) == 1
-    # the losers were in progress (or duplicates if the winner finished first); redelivered now,
-    # they are all duplicates
-    handler(event(*records), FakeLambdaContext())
-    assert [r.outcome for r in handler.last_results] == [Outcome.DUPLICATE] * 5
-    assert len(runs) == 1
+    records = [sqs_record({"id": "k"}) for _ in range(5)] + [sqs_record({"id": "other"})]
+    assert handler(event(*records), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert len(runs) == 2
+    assert [r.outcome for r in handler.last_results] == [Outcome.PROCESSED] + [
+        Outcome.DUPLICATE
+    ] * 4 + [Outcome.PROCESSED]
+
+
+def test_after_a_failure_the_same_keys_later_records_wait_for_redelivery(
+    build: Callable[..., SqsConsumer],
+) -> None:
+    attempts: list[int] = []
+
+    def flaky(body: Any, ctx: RecordContext) -> None:
+        attempts.append(ctx.attempt)
+        raise RuntimeError("downstream down")
+
+    handler = build(flaky)
+    records = [sqs_record({"id": "same"}) for _ in range(3)]
+    response = handler(event(*records), FakeLambdaContext())
+    assert attempts == [1]  # no immediate retry inside the batch
+    assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records]}
+    assert [r.outcome for r in handler.last_results] == [
+        Outcome.FAILED,
+        Outcome.SKIPPED,
+        Outcome.SKIPPED,
+    ]
 
 
 def fifo(body: dict[str, Any], group: str) -> dict[str, Any]:

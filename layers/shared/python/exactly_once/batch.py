@@ -1,4 +1,9 @@
-"""Run a batch's records: concurrently for standard queues, in order per group for FIFO."""
+"""Run a batch's records as chains: in order within a chain, chains in parallel.
+
+A chain is a FIFO message group, or, on standard queues, the records sharing an idempotency
+key. Same-key records therefore never race each other inside one invocation: the second one
+meets a COMPLETED record and succeeds as a duplicate instead of being sent back to the queue.
+"""
 
 from __future__ import annotations
 
@@ -10,56 +15,51 @@ from exactly_once.messages import group_id, is_fifo_event, message_id
 from exactly_once.outcomes import Outcome, RecordResult
 
 ProcessOne = Callable[[Any], RecordResult]
+ChainOf = Callable[[Any], str | None]
 
 
-def run_standard(records: list[Any], process: ProcessOne, concurrency: int) -> list[RecordResult]:
-    """Records are independent, so I/O-bound work overlaps in a bounded thread pool."""
-    workers = min(concurrency, len(records))
-    if workers <= 1:
-        return [process(r) for r in records]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="record") as pool:
-        return list(pool.map(process, records))
+def run_chains(
+    records: list[Any], chain_of: ChainOf, process: ProcessOne, concurrency: int, why: str
+) -> list[RecordResult]:
+    """After a chain's first reported failure its later records are reported failed unrun.
 
-
-def run_fifo(records: list[Any], process: ProcessOne, concurrency: int) -> list[RecordResult]:
-    """Each message group runs in order and stops at its first reported failure.
-
-    Later records of a failed group are reported failed without running, so SQS redelivers
-    them in order; other groups go on in parallel.
+    For FIFO that keeps a group in order; for a repeated key it avoids an immediate retry.
     """
-    groups: dict[str | None, list[int]] = {}
+    chains: dict[object, list[int]] = {}
     for index, record in enumerate(records):
-        groups.setdefault(group_id(record), []).append(index)
+        chain = chain_of(record)
+        chains.setdefault(chain if chain is not None else ("unchained", index), []).append(index)
     results: list[RecordResult | None] = [None] * len(records)
 
-    def run_group(indexes: list[int]) -> None:
+    def run_chain(indexes: list[int]) -> None:
         failed = False
         for i in indexes:
             if failed:
-                results[i] = RecordResult(
-                    message_id(records[i]),
-                    Outcome.SKIPPED,
-                    True,
-                    reason="an earlier message of its group failed",
-                )
+                results[i] = RecordResult(message_id(records[i]), Outcome.SKIPPED, True, reason=why)
                 continue
-            result = process(records[i])
-            results[i] = result
-            failed = result.report_failure
+            results[i] = process(records[i])
+            failed = results[i].report_failure  # type: ignore[union-attr]
 
-    workers = min(concurrency, len(groups))
+    workers = min(concurrency, len(chains))
     if workers <= 1:
-        for indexes in groups.values():
-            run_group(indexes)
+        for indexes in chains.values():
+            run_chain(indexes)
     else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="group") as pool:
-            list(pool.map(run_group, groups.values()))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chain") as pool:
+            list(pool.map(run_chain, chains.values()))
     return [r for r in results if r is not None]
 
 
-def run_batch(records: list[Any], process: ProcessOne, concurrency: int) -> list[RecordResult]:
-    runner = run_fifo if is_fifo_event(records) else run_standard
-    return runner(records, process, concurrency)
+def run_batch(
+    records: list[Any], process: ProcessOne, concurrency: int, key_of: ChainOf
+) -> list[RecordResult]:
+    if is_fifo_event(records):
+        return run_chains(
+            records, group_id, process, concurrency, "an earlier message of its group failed"
+        )
+    return run_chains(
+        records, key_of, process, concurrency, "an earlier message with its key failed"
+    )
 
 
 def batch_response(results: list[RecordResult]) -> dict[str, list[dict[str, str]]]:

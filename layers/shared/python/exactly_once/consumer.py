@@ -87,6 +87,7 @@ class SqsConsumer:
                 records,
                 lambda record: processor.process(record, context, margin),
                 processor.config.concurrency,
+                processor.key_of,
             )
             _log_summary(results)
             try:

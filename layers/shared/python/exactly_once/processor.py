@@ -85,6 +85,13 @@ class RecordProcessor:
             )
             return RecordResult(mid, Outcome.ERROR, True, reason=f"{type(exc).__name__}: {exc}")
 
+    def key_of(self, record: Any) -> str | None:
+        """The record's idempotency key, or None when it has none (it then runs on its own)."""
+        try:
+            return resolve_key(self.key, record, parse_body(record, self.config.raw_body))
+        except Exception:
+            return None
+
     def deferred(self, record: Any, reason: str) -> RecordResult:
         return RecordResult(message_id(record), Outcome.DEFERRED, True, reason=reason)
 

@@ -1,0 +1,227 @@
+"""Typed settings from CDK context (cdk.json or `-c key=value`), and per-consumer resolution.
+
+No CDK imports: the stack passes `node.try_get_context`, tests and tools pass `dict.get`.
+Values given with `-c` arrive as strings, so every reader also accepts text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infra.consumers import ConsumerSpec
+
+ContextGetter = Callable[[str], Any]
+
+DEFAULT_STACK_NAME = "ExactlyOnceSqs"
+PROD_STAGES = frozenset({"prod", "production"})
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827)
+
+# Per-consumer override keys (context `consumers.<Id>.<key>`) -> ConsumerConfig field.
+OVERRIDE_KEYS = {
+    "functionTimeoutSeconds": "timeout_seconds",
+    "memorySize": "memory_mb",
+    "batchSize": "batch_size",
+    "batchingWindowSeconds": "batching_window_seconds",
+    "maxConcurrency": "max_concurrency",
+    "maxReceiveCount": "max_receive_count",
+    "leaseMarginSeconds": "lease_margin_seconds",
+}
+
+
+def _bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError(f"context {key!r}: expected true/false, got {value!r}")
+
+
+def _int(value: Any, key: str, low: int, high: int) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"context {key!r}: expected an integer, got {value!r}")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"context {key!r}: expected an integer, got {value!r}") from None
+    if not low <= number <= high:
+        raise ValueError(f"context {key!r}: {number} is outside {low}..{high}")
+    return number
+
+
+def _mapping(value: Any, key: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, str):  # `-c consumers='{"Orders": {...}}'`
+        value = json.loads(value)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"context {key!r}: expected an object, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Stack-wide settings. Consumer tuning here is the default for every consumer."""
+
+    stack_name: str = DEFAULT_STACK_NAME
+    stage: str = "dev"
+    local_stack: bool = False  # deploying into moto: mappings disabled, no bootstrap needed
+    xray: bool = False
+    alarm_email: str | None = None
+    log_retention_days: int = 30
+    function_timeout_seconds: int = 30
+    memory_mb: int = 256
+    batch_size: int = 10
+    batching_window_seconds: int = 0
+    max_concurrency: int = 5
+    max_receive_count: int = 5
+    lease_margin_seconds: int = 5
+    queue_age_alarm_seconds: int = 600
+    dlq_age_alarm_seconds: int = 3 * 86_400  # well inside the DLQ's 14-day retention
+    lock_monitor_interval_minutes: int = 5
+    consumer_overrides: Mapping[str, Mapping[str, Any]] | None = None
+
+    @property
+    def is_prod(self) -> bool:
+        return self.stage.lower() in PROD_STAGES
+
+    @classmethod
+    def from_context(cls, get: ContextGetter) -> Settings:
+        def read(key: str, default: Any) -> Any:
+            value = get(key)
+            return default if value is None else value
+
+        d = cls()
+        retention = _int(
+            read("logRetentionDays", d.log_retention_days), "logRetentionDays", 1, 3653
+        )
+        if retention not in LOG_RETENTION_DAYS:
+            raise ValueError(f"context 'logRetentionDays': {retention} not in {LOG_RETENTION_DAYS}")
+        email = read("alarmEmail", None)
+        overrides = _mapping(get("consumers"), "consumers")
+        for consumer_id, values in overrides.items():
+            unknown = set(_mapping(values, f"consumers.{consumer_id}")) - set(OVERRIDE_KEYS)
+            if unknown:
+                raise ValueError(
+                    f"context 'consumers.{consumer_id}': unknown keys {sorted(unknown)}; "
+                    f"known: {sorted(OVERRIDE_KEYS)}"
+                )
+        return cls(
+            stack_name=str(read("stackName", d.stack_name)),
+            stage=str(read("stage", d.stage)),
+            local_stack=_bool(read("localStack", False), "localStack"),
+            xray=_bool(read("xray", False), "xray"),
+            alarm_email=str(email) if email else None,
+            log_retention_days=retention,
+            function_timeout_seconds=_int(
+                read("functionTimeoutSeconds", d.function_timeout_seconds),
+                "functionTimeoutSeconds",
+                1,
+                900,
+            ),
+            memory_mb=_int(read("memorySize", d.memory_mb), "memorySize", 128, 10_240),
+            batch_size=_int(read("batchSize", d.batch_size), "batchSize", 1, 10_000),
+            batching_window_seconds=_int(
+                read("batchingWindowSeconds", d.batching_window_seconds),
+                "batchingWindowSeconds",
+                0,
+                300,
+            ),
+            max_concurrency=_int(
+                read("maxConcurrency", d.max_concurrency), "maxConcurrency", 2, 1000
+            ),
+            max_receive_count=_int(
+                read("maxReceiveCount", d.max_receive_count), "maxReceiveCount", 1, 1000
+            ),
+            lease_margin_seconds=_int(
+                read("leaseMarginSeconds", d.lease_margin_seconds), "leaseMarginSeconds", 0, 900
+            ),
+            queue_age_alarm_seconds=_int(
+                read("queueAgeAlarmSeconds", d.queue_age_alarm_seconds),
+                "queueAgeAlarmSeconds",
+                60,
+                14 * 86_400,
+            ),
+            dlq_age_alarm_seconds=_int(
+                read("dlqAgeAlarmSeconds", d.dlq_age_alarm_seconds),
+                "dlqAgeAlarmSeconds",
+                60,
+                14 * 86_400,
+            ),
+            lock_monitor_interval_minutes=_int(
+                read("lockMonitorIntervalMinutes", d.lock_monitor_interval_minutes),
+                "lockMonitorIntervalMinutes",
+                1,
+                1440,
+            ),
+            consumer_overrides={k: dict(_mapping(v, k)) for k, v in overrides.items()},
+        )
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """A consumer with every setting resolved and checked against the service limits."""
+
+    spec: ConsumerSpec
+    timeout_seconds: int
+    memory_mb: int
+    batch_size: int
+    batching_window_seconds: int
+    max_concurrency: int
+    max_receive_count: int
+    lease_margin_seconds: int
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        """AWS's rule for Lambda on SQS: at least six times the timeout, plus the window.
+
+        A message must stay invisible through the function's retries on throttling, or a second
+        poller receives it while the first still runs it.
+        """
+        return 6 * self.timeout_seconds + self.batching_window_seconds
+
+    def validate(self) -> ConsumerConfig:
+        name = self.spec.id
+        if self.spec.fifo and self.batching_window_seconds:
+            raise ValueError(f"{name}: FIFO queues have no batching window")
+        if self.spec.fifo and self.batch_size > 10:
+            raise ValueError(f"{name}: a FIFO event source takes at most 10 messages a batch")
+        if self.batch_size > 10 and self.batching_window_seconds < 1:
+            raise ValueError(f"{name}: batches over 10 need a batching window of 1 s or more")
+        return self
+
+
+def resolve(spec: ConsumerSpec, settings: Settings) -> ConsumerConfig:
+    """Per-consumer context > the registry's own value > the stack-wide setting."""
+    fields: dict[str, Any] = {
+        "timeout_seconds": spec.timeout_seconds or settings.function_timeout_seconds,
+        "memory_mb": spec.memory_mb or settings.memory_mb,
+        "batch_size": spec.batch_size or settings.batch_size,
+        "batching_window_seconds": (
+            spec.batching_window_seconds
+            if spec.batching_window_seconds is not None
+            else (0 if spec.fifo else settings.batching_window_seconds)
+        ),
+        "max_concurrency": spec.max_concurrency or settings.max_concurrency,
+        "max_receive_count": spec.max_receive_count or settings.max_receive_count,
+        "lease_margin_seconds": settings.lease_margin_seconds,
+    }
+    limits = {
+        "timeout_seconds": (1, 900),
+        "memory_mb": (128, 10_240),
+        "batch_size": (1, 10_000),
+        "batching_window_seconds": (0, 300),
+        "max_concurrency": (2, 1000),
+        "max_receive_count": (1, 1000),
+        "lease_margin_seconds": (0, 900),
+    }
+    overrides = (settings.consumer_overrides or {}).get(spec.id, {})
+    for key, value in overrides.items():
+        field = OVERRIDE_KEYS[key]
+        fields[field] = _int(value, f"consumers.{spec.id}.{key}", *limits[field])
+    return ConsumerConfig(spec=spec, **fields).validate()

@@ -1,0 +1,82 @@
+"""Fixtures for the operator CLI tests: in-process moto SQS/CloudFormation and a CLI runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import boto3
+import pytest
+from moto import mock_aws
+from typer.testing import CliRunner, Result
+
+from tests.cli.support import REGION, Invoke, QueuePair, make_pair
+from tools.cli import app
+from tools.targets import AwsTarget
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_sqs import SQSClient
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No real endpoint, profile or credentials can leak into a test."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture
+def cli() -> Invoke:
+    """Run the CLI in-process; stdout and stderr are both in `result.output`."""
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(app, list(args))
+
+    return invoke
+
+
+@pytest.fixture
+def sqs() -> Iterator[SQSClient]:
+    with mock_aws():
+        yield boto3.client("sqs", region_name=REGION)
+
+
+@pytest.fixture
+def cloudformation(sqs: SQSClient) -> CloudFormationClient:
+    """CloudFormation in the same moto mock as `sqs`."""
+    return boto3.client("cloudformation", region_name=REGION)
+
+
+@pytest.fixture
+def orders(sqs: SQSClient) -> QueuePair:
+    return make_pair(sqs, "orders-queue")
+
+
+@pytest.fixture
+def payments(sqs: SQSClient) -> QueuePair:
+    return make_pair(sqs, "payments-queue", fifo=True)
+
+
+@pytest.fixture
+def sqs_hooks(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[SQSClient], None]], None]:
+    """Install hooks on every SQS client the CLI creates (e.g. `inject_failures`)."""
+
+    def install(hook: Callable[[SQSClient], None]) -> None:
+        original = AwsTarget.sqs
+
+        def patched(self: AwsTarget) -> SQSClient:
+            client = original(self)
+            hook(client)
+            return client
+
+        monkeypatch.setattr(AwsTarget, "sqs", patched)
+
+    return install

@@ -1,0 +1,143 @@
+"""Queue resolution through stack outputs, global options, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.cli.support import Invoke, counts, drain
+from tools.ports import free_port
+from tools.targets import TargetError, output_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_sqs import SQSClient
+
+TEMPLATE = {
+    "Resources": {
+        "OrdersDlq": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": "stack-orders-dlq"}},
+        "OrdersQueue": {
+            "Type": "AWS::SQS::Queue",
+            "Properties": {
+                "QueueName": "stack-orders",
+                "RedrivePolicy": {
+                    "deadLetterTargetArn": {"Fn::GetAtt": ["OrdersDlq", "Arn"]},
+                    "maxReceiveCount": 3,
+                },
+            },
+        },
+    },
+    "Outputs": {
+        "OrdersQueueUrl": {"Value": {"Ref": "OrdersQueue"}},
+        "OrdersDeadLetterQueueUrl": {"Value": {"Ref": "OrdersDlq"}},
+    },
+}
+
+
+@pytest.fixture
+def stack(cloudformation: CloudFormationClient) -> dict[str, str]:
+    """A tiny stack with the same output names as the CDK app; returns its outputs."""
+    cloudformation.create_stack(StackName="ExactlyOnceSqs", TemplateBody=json.dumps(TEMPLATE))
+    outputs = cloudformation.describe_stacks(StackName="ExactlyOnceSqs")["Stacks"][0]["Outputs"]
+    return {o["OutputKey"]: o["OutputValue"] for o in outputs}
+
+
+def one_line(output: str) -> str:
+    lines = output.strip().splitlines()
+    assert len(lines) == 1, output
+    assert "Traceback" not in output
+    return lines[0]
+
+
+def test_send_and_replay_find_queues_in_the_stack(
+    cli: Invoke, sqs: SQSClient, stack: dict[str, str]
+) -> None:
+    sent = cli("send", "--consumer", "orders", "--body", '{"orderId": "o-1"}')
+    assert sent.exit_code == 0, sent.output
+    assert [m["Body"] for m in drain(sqs, stack["OrdersQueueUrl"])] == ['{"orderId": "o-1"}']
+
+    sqs.send_message(QueueUrl=stack["OrdersDeadLetterQueueUrl"], MessageBody='{"orderId": "o-2"}')
+    replayed = cli("replay", "copy", "--consumer", "orders", "--wait-seconds", "0")
+    assert replayed.exit_code == 0, replayed.output
+    assert counts(sqs, stack["OrdersDeadLetterQueueUrl"]) == (0, 0)
+    assert [m["Body"] for m in drain(sqs, stack["OrdersQueueUrl"])] == ['{"orderId": "o-2"}']
+
+
+def test_missing_stack(cli: Invoke, sqs: SQSClient) -> None:
+    result = cli("send", "--consumer", "orders", "--stack", "Nope", "--body", "{}")
+    assert result.exit_code == 1
+    assert "Stack with id Nope does not exist" in one_line(result.output)
+
+
+def test_missing_output(cli: Invoke, stack: dict[str, str]) -> None:
+    result = cli("send", "--consumer", "payments", "--body", "{}")
+    assert result.exit_code == 2
+    assert one_line(result.output).startswith(
+        "error: stack 'ExactlyOnceSqs' has no output 'PaymentsQueueUrl'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["send", "--consumer", "shipping", "--body", "{}"], "unknown consumer 'shipping'"),
+        (["send", "--body", "{}"], "name the queue: --queue-url URL, or --consumer"),
+        (["send", "--queue-url", "q", "--count", "5", "--duplicates", "1.5"], "--duplicates"),
+        (["send", "--queue-url", "q"], "give exactly one of --body, --file, --jsonl"),
+        (["send", "--queue-url", "q", "--file", "/nonexistent/b.json"], "No such file"),
+        (["send", "--queue-url", "q", "--count", "zero"], "Invalid value for '--count'"),
+        (["replay", "copy"], "name the queue: --dlq-url URL"),
+        (["replay", "bogus"], "No such command 'bogus'"),
+        (["bogus"], "No such command 'bogus'"),
+        (["--bogus", "send"], "No such option: --bogus"),
+    ],
+)
+def test_bad_arguments_are_one_line(cli: Invoke, args: list[str], message: str) -> None:
+    result = cli(*args)
+    assert result.exit_code == 2
+    line = one_line(result.output)
+    assert line.startswith("error: ")
+    assert message in line
+
+
+def test_unknown_profile_is_one_line(cli: Invoke) -> None:
+    result = cli("--profile", "nope", "send", "--queue-url", "q", "--body", "{}")
+    assert result.exit_code == 2
+    assert "nope" in one_line(result.output)
+
+
+@pytest.mark.parametrize("via_env", [False, True])
+def test_unreachable_endpoint_fails_fast_in_one_line(
+    cli: Invoke, monkeypatch: pytest.MonkeyPatch, via_env: bool
+) -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    queue = f"{endpoint}/000000000000/orders-queue"
+    args = ["send", "--queue-url", queue, "--body", "{}"]
+    if via_env:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    else:
+        args = ["--endpoint-url", endpoint, *args]
+    started = time.monotonic()
+    result = cli(*args)
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 1
+    line = one_line(result.output)
+    assert f'Could not connect to the endpoint URL: "{endpoint}/"' in line
+    assert "is the endpoint up?" in line
+
+
+def test_no_arguments_prints_help(cli: Invoke) -> None:
+    result = cli()
+    assert "Usage:" in result.output
+    assert "send" in result.output
+    assert "replay" in result.output
+
+
+def test_output_keys_match_the_stack_contract() -> None:
+    assert output_key("orders", dead_letter=False) == "OrdersQueueUrl"
+    assert output_key("payments", dead_letter=True) == "PaymentsDeadLetterQueueUrl"
+    with pytest.raises(TargetError):
+        output_key("Orders", dead_letter=False)

@@ -1,0 +1,145 @@
+"""Deploy the app into moto with the pinned CLI, as `make run` will, and check what came up.
+
+moto drops TTL, point-in-time recovery, layers, queue policies and the redrive allow policy;
+test_template.py checks those on the template instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.infra.test_template import OUTPUTS
+from tools.local_deploy import DeployError, deploy
+from tools.moto_server import REGION, MotoServer
+
+STACK = "ExactlyOnceSqs"
+
+
+@dataclass(frozen=True)
+class Deployed:
+    server: MotoServer
+    outputs: dict[str, str]
+    outdir: Path
+
+    def client(self, service: str) -> Any:
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            endpoint_url=self.server.endpoint,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    outdir = tmp_path_factory.mktemp("cdk-local")
+    with MotoServer() as server:
+        try:
+            outputs = deploy(server.endpoint, outdir=outdir)
+        except Exception:
+            print(server.log_tail())
+            raise
+        yield Deployed(server, outputs, outdir)
+
+
+def test_stack_created_with_every_output(deployed: Deployed) -> None:
+    (stack,) = deployed.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"]
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    assert set(deployed.outputs) == OUTPUTS
+    assert {o["OutputKey"] for o in stack["Outputs"]} == OUTPUTS
+
+
+def test_local_template_needs_no_bootstrap_and_maps_nothing(deployed: Deployed) -> None:
+    template = json.loads((deployed.outdir / f"{STACK}.template.json").read_text())
+    assert "Rules" not in template  # no bootstrap-version check: moto has no bootstrap stack
+    mappings = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
+    assert [m["Properties"]["Enabled"] for m in mappings] == [False, False]
+
+
+@pytest.mark.parametrize(("cid", "fifo"), [("Orders", False), ("Payments", True)])
+def test_queues_resolve(deployed: Deployed, cid: str, fifo: bool) -> None:
+    sqs = deployed.client("sqs")
+    out = deployed.outputs
+    queue = sqs.get_queue_attributes(QueueUrl=out[f"{cid}QueueUrl"], AttributeNames=["All"])
+    dlq = sqs.get_queue_attributes(QueueUrl=out[f"{cid}DeadLetterQueueUrl"], AttributeNames=["All"])
+    attrs, dlq_attrs = queue["Attributes"], dlq["Attributes"]
+    assert attrs["QueueArn"] == out[f"{cid}QueueArn"]
+    assert dlq_attrs["QueueArn"] == out[f"{cid}DeadLetterQueueArn"]
+    assert json.loads(attrs["RedrivePolicy"]) == {
+        "deadLetterTargetArn": out[f"{cid}DeadLetterQueueArn"],
+        "maxReceiveCount": 5,
+    }
+    assert attrs["VisibilityTimeout"] == "180"
+    assert dlq_attrs["MessageRetentionPeriod"] == str(14 * 86_400)
+    assert attrs["SqsManagedSseEnabled"] == dlq_attrs["SqsManagedSseEnabled"] == "true"
+    assert attrs.get("FifoQueue") == dlq_attrs.get("FifoQueue") == ("true" if fifo else None)
+    if fifo:
+        assert attrs["ContentBasedDeduplication"] == "false"
+
+
+def test_tables_exist(deployed: Deployed) -> None:
+    ddb = deployed.client("dynamodb")
+    idem = ddb.describe_table(TableName=deployed.outputs["IdempotencyTableName"])["Table"]
+    assert idem["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert [i["IndexName"] for i in idem["GlobalSecondaryIndexes"]] == ["pending-index"]
+    ledger = ddb.describe_table(TableName=deployed.outputs["LedgerTableName"])["Table"]
+    assert [k["AttributeName"] for k in ledger["KeySchema"]] == ["pk", "sk"]
+
+
+def test_functions_exist_with_their_environment(deployed: Deployed) -> None:
+    lam = deployed.client("lambda")
+    out = deployed.outputs
+    for key in ("OrdersFunctionName", "PaymentsFunctionName", "LockMonitorFunctionName"):
+        config = lam.get_function(FunctionName=out[key])["Configuration"]
+        assert (config["Runtime"], config["Handler"]) == ("python3.14", "handler.handle")
+        variables = config["Environment"]["Variables"]
+        assert variables["IDEMPOTENCY_TABLE"] == out["IdempotencyTableName"]
+    orders = lam.get_function(FunctionName=out["OrdersFunctionName"])["Configuration"]
+    assert orders["Environment"]["Variables"]["DEAD_LETTER_QUEUE_URL"].endswith(
+        out["OrdersDeadLetterQueueUrl"].rsplit("/", 1)[1]
+    )
+
+
+def test_mappings_are_disabled_so_moto_never_consumes(deployed: Deployed) -> None:
+    lam, sqs = deployed.client("lambda"), deployed.client("sqs")
+    mappings = lam.list_event_source_mappings()["EventSourceMappings"]
+    assert sorted(m["EventSourceArn"] for m in mappings) == sorted(
+        [deployed.outputs["OrdersQueueArn"], deployed.outputs["PaymentsQueueArn"]]
+    )
+    assert {m["State"] for m in mappings} == {"Disabled"}
+    url = deployed.outputs["OrdersQueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"orderId": "o-1"}))
+    received = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)["Messages"]
+    assert json.loads(received[0]["Body"]) == {"orderId": "o-1"}
+
+
+def test_alarm_topic_exists(deployed: Deployed) -> None:
+    arn = deployed.outputs["AlarmTopicArn"]
+    attributes = deployed.client("sns").get_topic_attributes(TopicArn=arn)["Attributes"]
+    assert attributes["TopicArn"] == arn
+
+
+def test_redeploy_updates_in_place(deployed: Deployed) -> None:
+    """`make run` deploys again into a running moto: updates must work, names must hold."""
+    outputs = deploy(deployed.server.endpoint, {"batchSize": 5}, outdir=deployed.outdir)
+    (stack,) = deployed.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"]
+    assert stack["StackStatus"] == "UPDATE_COMPLETE"
+    for key in ("OrdersQueueUrl", "PaymentsQueueUrl", "IdempotencyTableName"):
+        assert outputs[key] == deployed.outputs[key]
+    mappings = deployed.client("lambda").list_event_source_mappings()["EventSourceMappings"]
+    assert {m["BatchSize"] for m in mappings} == {5}
+
+
+def test_a_failed_deploy_says_why(deployed: Deployed) -> None:
+    with pytest.raises(DeployError, match=r"context 'maxReceiveCount': 0 is outside 1\.\.1000"):
+        deploy(deployed.server.endpoint, {"maxReceiveCount": 0}, outdir=deployed.outdir)

@@ -1,0 +1,129 @@
+"""Context parsing, per-consumer resolution and the consumer registry (no CDK needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from infra.consumers import CONSUMERS, ROOT, by_id
+from infra.settings import OVERRIDE_KEYS, Settings, resolve
+
+
+def settings(**context: Any) -> Settings:
+    return Settings.from_context(context.get)
+
+
+class TestRegistry:
+    def test_two_consumers_with_unique_ids_and_scopes(self) -> None:
+        assert [c.id for c in CONSUMERS] == ["Orders", "Payments"]
+        assert len({c.scope for c in CONSUMERS}) == len(CONSUMERS)
+
+    def test_orders_is_standard_and_payments_is_fifo_without_takeover(self) -> None:
+        orders, payments = by_id("Orders"), by_id("Payments")
+        assert (orders.fifo, orders.block_expired_leases) == (False, False)
+        assert (payments.fifo, payments.block_expired_leases) == (True, True)
+        assert {orders.handler, payments.handler} == {"handler.handle"}
+        assert orders.source_path == ROOT / "functions" / "orders"
+
+    def test_queue_names(self) -> None:
+        assert by_id("Orders").queue_name("S") == "S-Orders"
+        assert by_id("Payments").dead_letter_queue_name("S") == "S-Payments-dlq.fifo"
+        with pytest.raises(ValueError, match="over 80 characters"):
+            by_id("Payments").dead_letter_queue_name("S" * 63)
+
+    def test_unknown_id_names_the_known_ones(self) -> None:
+        with pytest.raises(KeyError, match="Orders"):
+            by_id("Nope")
+
+    def test_registry_imports_without_cdk(self) -> None:
+        """The local poller imports it; it must not pay for (or need) jsii."""
+        code = "import sys, infra.consumers, infra.settings; print('aws_cdk' in sys.modules)"
+        out = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == "False"
+
+
+class TestSettings:
+    def test_defaults_match_cdk_json(self) -> None:
+        context = json.loads((ROOT / "cdk.json").read_text())["context"]
+        assert Settings.from_context(context.get) == replace(
+            Settings(), alarm_email=None, consumer_overrides={"Orders": {}, "Payments": {}}
+        )
+
+    def test_cli_strings_are_parsed(self) -> None:
+        s = settings(
+            xray="true", localStack="1", batchSize="25", stage="prod", alarmEmail="a@b.example"
+        )
+        assert (s.xray, s.local_stack, s.batch_size, s.is_prod) == (True, True, 25, True)
+        assert s.alarm_email == "a@b.example"
+
+    def test_consumer_overrides_may_come_as_json_text(self) -> None:
+        s = settings(consumers='{"Orders": {"batchSize": 3}}')
+        assert resolve(by_id("Orders"), s).batch_size == 3
+
+    @pytest.mark.parametrize(
+        ("key", "value", "message"),
+        [
+            ("batchSize", "ten", "expected an integer"),
+            ("batchSize", 0, "outside 1..10000"),
+            ("maxConcurrency", 1, "outside 2..1000"),
+            ("functionTimeoutSeconds", 901, "outside 1..900"),
+            ("xray", "maybe", "expected true/false"),
+            ("logRetentionDays", 8, "not in"),
+            ("consumers", {"Orders": {"batchsize": 3}}, "unknown keys"),
+            ("consumers", "[1]", "expected an object"),
+        ],
+    )
+    def test_invalid_values_are_refused(self, key: str, value: Any, message: str) -> None:
+        with pytest.raises(ValueError, match=message):
+            settings(**{key: value})
+
+
+class TestResolve:
+    def test_precedence_context_consumer_over_registry_over_global(self) -> None:
+        spec = replace(by_id("Orders"), batch_size=7, timeout_seconds=40)
+        s = settings(batchSize=20, batchingWindowSeconds=2, consumers={"Orders": {"batchSize": 4}})
+        config = resolve(spec, s)
+        assert config.batch_size == 4  # per-consumer context wins
+        assert config.timeout_seconds == 40  # then the registry
+        assert config.batching_window_seconds == 2  # then the global setting
+
+    def test_every_override_key_maps_to_a_field(self) -> None:
+        overrides = {
+            "functionTimeoutSeconds": 11,
+            "memorySize": 512,
+            "batchSize": 12,
+            "batchingWindowSeconds": 3,
+            "maxConcurrency": 14,
+            "maxReceiveCount": 15,
+            "leaseMarginSeconds": 16,
+        }
+        assert set(overrides) == set(OVERRIDE_KEYS)
+        config = resolve(by_id("Orders"), settings(consumers={"Orders": overrides}))
+        assert [getattr(config, OVERRIDE_KEYS[k]) for k in overrides] == list(overrides.values())
+
+    def test_visibility_timeout_is_six_timeouts_plus_the_window(self) -> None:
+        config = resolve(
+            by_id("Orders"), settings(functionTimeoutSeconds=45, batchingWindowSeconds=7)
+        )
+        assert config.visibility_timeout_seconds == 6 * 45 + 7
+
+    def test_fifo_ignores_the_global_window_but_refuses_its_own(self) -> None:
+        payments = by_id("Payments")
+        assert resolve(payments, settings(batchingWindowSeconds=5)).batching_window_seconds == 0
+        with pytest.raises(ValueError, match="FIFO queues have no batching window"):
+            resolve(payments, settings(consumers={"Payments": {"batchingWindowSeconds": 5}}))
+
+    def test_fifo_batch_limit(self) -> None:
+        with pytest.raises(ValueError, match="at most 10"):
+            resolve(by_id("Payments"), settings(batchSize=11, batchingWindowSeconds=1))
+
+    def test_large_batches_need_a_window(self) -> None:
+        with pytest.raises(ValueError, match="batching window of 1 s"):
+            resolve(by_id("Orders"), settings(batchSize=100))

@@ -1,0 +1,533 @@
+"""What the synthesized template must say (moto drops TTL, PITR, layers and queue policies, so
+these settings are checked here rather than after the local deploy)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from exactly_once import schema
+from tests.infra.conftest import Synth
+
+CONSUMER_IDS = ("Orders", "Payments")
+OUTPUTS = {
+    *(
+        f"{cid}{suffix}"
+        for cid in CONSUMER_IDS
+        for suffix in (
+            "QueueUrl",
+            "QueueArn",
+            "DeadLetterQueueUrl",
+            "DeadLetterQueueArn",
+            "FunctionName",
+        )
+    ),
+    "IdempotencyTableName",
+    "LedgerTableName",
+    "LockMonitorFunctionName",
+    "AlarmTopicArn",
+}
+
+
+def ref_id(value: Any) -> str:
+    """The logical id behind a {"Ref": id} or {"Fn::GetAtt": [id, attr]}."""
+    if "Ref" in value:
+        return str(value["Ref"])
+    return str(value["Fn::GetAtt"][0])
+
+
+def statements(synth: Synth) -> list[tuple[str, dict[str, Any]]]:
+    """Every policy statement in the template, with the logical id of the policy's owner."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for logical_id, resource in synth.template["Resources"].items():
+        props = resource.get("Properties", {})
+        documents = [props.get(key) for key in ("PolicyDocument", "KeyPolicy")]
+        documents += [p["PolicyDocument"] for p in props.get("Policies", [])]
+        for document in filter(None, documents):
+            found += [(logical_id, s) for s in document["Statement"]]
+    return found
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def role_statements(synth: Synth, role_prefix: str) -> dict[str, dict[str, Any]]:
+    """Statements by Sid of the policy attached to the role with this logical-id prefix."""
+    role_id, _ = synth.resource("AWS::IAM::Role", role_prefix)
+    policies = [
+        p
+        for p in synth.resources("AWS::IAM::Policy").values()
+        if [ref_id(r) for r in p["Properties"]["Roles"]] == [role_id]
+    ]
+    assert len(policies) == 1
+    return {s["Sid"]: s for s in policies[0]["Properties"]["PolicyDocument"]["Statement"]}
+
+
+class TestQueues:
+    @pytest.mark.parametrize("cid", CONSUMER_IDS)
+    def test_both_queues_are_sse_sqs_and_ssl_only(self, default_synth: Synth, cid: str) -> None:
+        for prefix in (f"{cid}Queue", f"{cid}DeadLetterQueue"):
+            queue_id, queue = default_synth.resource("AWS::SQS::Queue", prefix)
+            assert queue["Properties"]["SqsManagedSseEnabled"] is True
+            default_synth.assertions.has_resource_properties(
+                "AWS::SQS::QueuePolicy",
+                {
+                    "Queues": [{"Ref": queue_id}],
+                    "PolicyDocument": {
+                        "Statement": [
+                            {
+                                "Effect": "Deny",
+                                "Action": "sqs:*",
+                                "Principal": {"AWS": "*"},
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                                "Resource": {"Fn::GetAtt": [queue_id, "Arn"]},
+                            }
+                        ]
+                    },
+                },
+            )
+
+    @pytest.mark.parametrize("cid", CONSUMER_IDS)
+    def test_dead_letter_queue(self, default_synth: Synth, cid: str) -> None:
+        dlq_id, dlq = default_synth.resource("AWS::SQS::Queue", f"{cid}DeadLetterQueue")
+        queue = default_synth.props("AWS::SQS::Queue", f"{cid}Queue")
+        assert dlq["Properties"]["MessageRetentionPeriod"] == 14 * 86_400
+        assert queue["RedrivePolicy"] == {
+            "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+            "maxReceiveCount": 5,
+        }
+        allow = dlq["Properties"]["RedriveAllowPolicy"]
+        assert allow["redrivePermission"] == "byQueue"
+        (source_arn,) = allow["sourceQueueArns"]
+        assert source_arn["Fn::Join"][1][-1] == f":{queue['QueueName']}"
+
+    def test_fifo_only_for_payments(self, default_synth: Synth) -> None:
+        for prefix in ("PaymentsQueue", "PaymentsDeadLetterQueue"):
+            props = default_synth.props("AWS::SQS::Queue", prefix)
+            assert props["FifoQueue"] is True
+            assert props["ContentBasedDeduplication"] is False
+            assert props["QueueName"].endswith(".fifo")
+        for prefix in ("OrdersQueue", "OrdersDeadLetterQueue"):
+            assert "FifoQueue" not in default_synth.props("AWS::SQS::Queue", prefix)
+
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_visibility_is_six_timeouts_plus_window(
+        self, fixture: str, request: pytest.FixtureRequest
+    ) -> None:
+        synth: Synth = request.getfixturevalue(fixture)
+        for cid in CONSUMER_IDS:
+            timeout = synth.props("AWS::Lambda::Function", f"{cid}Function")["Timeout"]
+            mapping = synth.props("AWS::Lambda::EventSourceMapping", cid)
+            window = mapping.get("MaximumBatchingWindowInSeconds", 0)
+            visibility = synth.props("AWS::SQS::Queue", f"{cid}Queue")["VisibilityTimeout"]
+            assert visibility >= 6 * timeout + window
+            assert visibility == 6 * timeout + window  # and no more: redelivery stays prompt
+
+    def test_variant_values_reach_the_template(self, variant_synth: Synth) -> None:
+        orders = variant_synth.props("AWS::SQS::Queue", "OrdersQueue")
+        payments = variant_synth.props("AWS::SQS::Queue", "PaymentsQueue")
+        assert orders["VisibilityTimeout"] == 6 * 20 + 5
+        assert payments["VisibilityTimeout"] == 6 * 20  # FIFO has no batching window
+        assert orders["RedrivePolicy"]["maxReceiveCount"] == 3  # per-consumer override
+        assert payments["RedrivePolicy"]["maxReceiveCount"] == 5
+        assert orders["QueueName"] == "ExactlyOnceVariant-Orders"
+
+
+class TestEventSourceMappings:
+    def test_orders_mapping(self, default_synth: Synth) -> None:
+        function_id, _ = default_synth.resource("AWS::Lambda::Function", "OrdersFunction")
+        queue_id, _ = default_synth.resource("AWS::SQS::Queue", "OrdersQueue")
+        default_synth.assertions.has_resource_properties(
+            "AWS::Lambda::EventSourceMapping",
+            {
+                "FunctionName": {"Ref": function_id},
+                "EventSourceArn": {"Fn::GetAtt": [queue_id, "Arn"]},
+                "Enabled": True,
+                "BatchSize": 10,
+                "MaximumBatchingWindowInSeconds": 0,
+                "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                "ScalingConfig": {"MaximumConcurrency": 5},
+                "MetricsConfig": {"Metrics": ["EventCount"]},
+            },
+        )
+
+    def test_fifo_mapping_has_no_batching_window(self, default_synth: Synth) -> None:
+        props = default_synth.props("AWS::Lambda::EventSourceMapping", "Payments")
+        assert "MaximumBatchingWindowInSeconds" not in props
+        assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert props["BatchSize"] == 10
+
+    def test_variant_tuning(self, variant_synth: Synth) -> None:
+        orders = variant_synth.props("AWS::Lambda::EventSourceMapping", "Orders")
+        assert (orders["BatchSize"], orders["MaximumBatchingWindowInSeconds"]) == (50, 5)
+        assert orders["ScalingConfig"] == {"MaximumConcurrency": 20}
+
+    def test_mapping_waits_for_the_role_policy(self, default_synth: Synth) -> None:
+        _, mapping = default_synth.resource("AWS::Lambda::EventSourceMapping", "Orders")
+        policy_id, _ = default_synth.resource("AWS::IAM::Policy", "OrdersFunctionRole")
+        assert policy_id in mapping["DependsOn"]
+
+
+class TestTables:
+    def test_idempotency_table(self, default_synth: Synth) -> None:
+        default_synth.assertions.has_resource(
+            "AWS::DynamoDB::Table",
+            {
+                "DeletionPolicy": "Delete",
+                "Properties": {
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "KeySchema": [{"AttributeName": schema.PARTITION_KEY, "KeyType": "HASH"}],
+                    "AttributeDefinitions": Match.array_with(
+                        [{"AttributeName": schema.PARTITION_KEY, "AttributeType": "S"}]
+                    ),
+                    "TimeToLiveSpecification": {"AttributeName": schema.TTL, "Enabled": True},
+                    "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                    "SSESpecification": {"SSEEnabled": True},
+                    "DeletionProtectionEnabled": False,
+                    "GlobalSecondaryIndexes": [
+                        {
+                            "IndexName": schema.PENDING_INDEX,
+                            "KeySchema": [
+                                {"AttributeName": schema.PENDING_SHARD, "KeyType": "HASH"},
+                                {"AttributeName": schema.PENDING_AT, "KeyType": "RANGE"},
+                            ],
+                            "Projection": {"ProjectionType": "ALL"},
+                        }
+                    ],
+                },
+            },
+        )
+        props = default_synth.props("AWS::DynamoDB::Table", "TablesIdempotency")
+        assert sorted(map(tuple, (a.values() for a in props["AttributeDefinitions"]))) == sorted(
+            [(schema.PARTITION_KEY, "S"), (schema.PENDING_SHARD, "S"), (schema.PENDING_AT, "N")]
+        )
+
+    def test_ledger_table(self, default_synth: Synth) -> None:
+        props = default_synth.props("AWS::DynamoDB::Table", "TablesLedger")
+        assert props["KeySchema"] == [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ]
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+        assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert props["SSESpecification"] == {"SSEEnabled": True}
+        assert "TimeToLiveSpecification" not in props  # the ledger is the permanent record
+
+    def test_prod_keeps_tables(self, variant_synth: Synth) -> None:
+        for prefix in ("TablesIdempotency", "TablesLedger"):
+            _, table = variant_synth.resource("AWS::DynamoDB::Table", prefix)
+            assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+            assert table["Properties"]["DeletionProtectionEnabled"] is True
+
+    def test_direct_table_helper_mirrors_the_template(self, default_synth: Synth) -> None:
+        """tools/tables.py builds DynamoDB Local tables for tests and `make run`: no drift."""
+        from tools.tables import create_idempotency_table, create_ledger_table
+
+        calls: dict[str, dict[str, Any]] = {}
+
+        class Recorder:
+            def create_table(self, **kwargs: Any) -> None:
+                calls[kwargs["TableName"]] = kwargs
+
+            def get_waiter(self, name: str) -> Any:
+                return type("W", (), {"wait": lambda *_a, **_k: None})()
+
+        create_idempotency_table(Recorder(), "idem")  # type: ignore[arg-type]
+        create_ledger_table(Recorder(), "ledger")  # type: ignore[arg-type]
+        for name, prefix in (("idem", "TablesIdempotency"), ("ledger", "TablesLedger")):
+            props = default_synth.props("AWS::DynamoDB::Table", prefix)
+            for key in ("KeySchema", "BillingMode"):
+                assert calls[name][key] == props[key]
+            assert sorted(calls[name]["AttributeDefinitions"], key=str) == sorted(
+                props["AttributeDefinitions"], key=str
+            )
+            assert calls[name].get("GlobalSecondaryIndexes") == props.get("GlobalSecondaryIndexes")
+
+
+class TestLayerAndFunctions:
+    def test_layer(self, default_synth: Synth) -> None:
+        props = default_synth.props("AWS::Lambda::LayerVersion", "SharedLayer")
+        assert props["CompatibleRuntimes"] == ["python3.14"]
+        assert props["CompatibleArchitectures"] == ["arm64"]
+
+    def test_every_function(self, default_synth: Synth) -> None:
+        layer_id, _ = default_synth.resource("AWS::Lambda::LayerVersion", "SharedLayer")
+        functions = default_synth.resources("AWS::Lambda::Function")
+        assert len(functions) == 3
+        for logical_id, function in functions.items():
+            props = function["Properties"]
+            assert props["Runtime"] == "python3.14", logical_id
+            assert props["Architectures"] == ["arm64"]
+            assert props["Layers"] == [{"Ref": layer_id}]
+            assert props["Handler"] == "handler.handle"
+            assert props["LoggingConfig"]["LogFormat"] == "JSON"
+            log_group = default_synth.template["Resources"][
+                ref_id(props["LoggingConfig"]["LogGroup"])
+            ]
+            assert log_group["Type"] == "AWS::Logs::LogGroup"
+            assert log_group["Properties"]["RetentionInDays"] == 30
+            assert "TracingConfig" not in props  # X-Ray only when asked for
+
+    def test_xray_and_retention_from_context(self, variant_synth: Synth) -> None:
+        for function in variant_synth.resources("AWS::Lambda::Function").values():
+            assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}
+        for log_group in variant_synth.resources("AWS::Logs::LogGroup").values():
+            assert log_group["Properties"]["RetentionInDays"] == 90
+            assert log_group["DeletionPolicy"] == "Retain"
+
+    @pytest.mark.parametrize(
+        ("cid", "scope", "block"), [("Orders", "orders", "false"), ("Payments", "payments", "true")]
+    )
+    def test_consumer_environment(
+        self, default_synth: Synth, cid: str, scope: str, block: str
+    ) -> None:
+        env = default_synth.props("AWS::Lambda::Function", f"{cid}Function")["Environment"]
+        variables = env["Variables"]
+        idem_id, _ = default_synth.resource("AWS::DynamoDB::Table", "TablesIdempotency")
+        ledger_id, _ = default_synth.resource("AWS::DynamoDB::Table", "TablesLedger")
+        dlq_id, _ = default_synth.resource("AWS::SQS::Queue", f"{cid}DeadLetterQueue")
+        assert variables == {
+            "IDEMPOTENCY_TABLE": {"Ref": idem_id},
+            "LEDGER_TABLE": {"Ref": ledger_id},
+            "DEAD_LETTER_QUEUE_URL": {"Ref": dlq_id},
+            "CONSUMER_SCOPE": scope,
+            "POWERTOOLS_SERVICE_NAME": scope,
+            "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnce",
+            "LEASE_MARGIN_MS": "5000",
+            "BLOCK_EXPIRED_LEASES": block,
+        }
+
+
+class TestLeastPrivilege:
+    def test_no_wildcard_actions_in_any_allow(
+        self, default_synth: Synth, variant_synth: Synth
+    ) -> None:
+        """Deny statements may be broad (deny all non-TLS traffic); allows never use `*`.
+
+        The one exception is the alarm key's default admin statement (account root, kms:*),
+        which AWS requires so that the key can never become unmanageable.
+        """
+        for synth in (default_synth, variant_synth):
+            key_id, _ = synth.resource("AWS::KMS::Key", "AlarmsKey")
+            for owner, statement in statements(synth):
+                if statement["Effect"] != "Allow":
+                    continue
+                wild = [a for a in actions(statement) if "*" in a]
+                if owner == key_id and wild == ["kms:*"]:
+                    assert statement["Principal"]["AWS"]["Fn::Join"][1][-1] == ":root"
+                    continue
+                assert not wild, (owner, statement)
+
+    def test_roles_have_no_managed_policies(self, default_synth: Synth) -> None:
+        for role in default_synth.resources("AWS::IAM::Role").values():
+            assert "ManagedPolicyArns" not in role["Properties"]
+            assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+                "Service": "lambda.amazonaws.com"
+            }
+
+    @pytest.mark.parametrize("cid", CONSUMER_IDS)
+    def test_consumer_role(self, default_synth: Synth, cid: str) -> None:
+        resource_ids = {
+            name: default_synth.resource(type_, f"{prefix}")[0]
+            for name, type_, prefix in (
+                ("idem", "AWS::DynamoDB::Table", "TablesIdempotency"),
+                ("ledger", "AWS::DynamoDB::Table", "TablesLedger"),
+                ("queue", "AWS::SQS::Queue", f"{cid}Queue"),
+                ("dlq", "AWS::SQS::Queue", f"{cid}DeadLetterQueue"),
+                ("logs", "AWS::Logs::LogGroup", f"{cid}FunctionLogs"),
+            )
+        }
+        by_sid = role_statements(default_synth, f"{cid}FunctionRole")
+        expected = {
+            "WriteOwnLogs": (["logs:CreateLogStream", "logs:PutLogEvents"], "logs"),
+            "IdempotencyRecords": (
+                [
+                    "dynamodb:DeleteItem",
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                ],
+                "idem",
+            ),
+            "LedgerAppend": (["dynamodb:PutItem"], "ledger"),
+            "ConsumeSourceQueue": (
+                [
+                    "sqs:ChangeMessageVisibility",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    "sqs:ReceiveMessage",
+                ],
+                "queue",
+            ),
+            "SendPermanentFailuresToDeadLetterQueue": (["sqs:SendMessage"], "dlq"),
+        }
+        assert set(by_sid) == set(expected)
+        for sid, (wanted_actions, resource) in expected.items():
+            statement = by_sid[sid]
+            assert sorted(actions(statement)) == wanted_actions, sid
+            assert ref_id(statement["Resource"]) == resource_ids[resource], sid
+
+    def test_lock_monitor_may_only_query_the_index(self, default_synth: Synth) -> None:
+        by_sid = role_statements(default_synth, "LockMonitorFunctionRole")
+        assert set(by_sid) == {"WriteOwnLogs", "ReadPendingIndex"}
+        query = by_sid["ReadPendingIndex"]
+        assert actions(query) == ["dynamodb:Query"]
+        idem_id, _ = default_synth.resource("AWS::DynamoDB::Table", "TablesIdempotency")
+        parts = query["Resource"]["Fn::Join"][1]
+        assert parts == [{"Fn::GetAtt": [idem_id, "Arn"]}, f"/index/{schema.PENDING_INDEX}"]
+
+    def test_xray_adds_only_xray_actions(self, variant_synth: Synth) -> None:
+        """With tracing the only `Resource: *` grants are X-Ray's (what nag acknowledges)."""
+        policies = variant_synth.resources("AWS::IAM::Policy")
+        for logical_id, policy in policies.items():
+            document = policy["Properties"]["PolicyDocument"]["Statement"]
+            unscoped = [s for s in document if s["Resource"] == "*"]
+            assert unscoped, logical_id
+            for statement in unscoped:
+                assert all(a.startswith("xray:") for a in actions(statement)), statement
+
+
+class TestAlarms:
+    def alarms_by_metric(self, synth: Synth) -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for alarm in synth.resources("AWS::CloudWatch::Alarm").values():
+            props = alarm["Properties"]
+            name = props.get("MetricName") or "expression"
+            found.setdefault(name, []).append(props)
+        return found
+
+    def test_every_alarm_notifies_the_topic(self, default_synth: Synth) -> None:
+        topic_id, _ = default_synth.resource("AWS::SNS::Topic", "AlarmsTopic")
+        alarms = default_synth.resources("AWS::CloudWatch::Alarm")
+        assert len(alarms) == 2 * 5 + 2 + 2  # per consumer, table throttles, monitor
+        for alarm in alarms.values():
+            props = alarm["Properties"]
+            assert props["AlarmActions"] == [{"Ref": topic_id}]
+            assert props["OKActions"] == [{"Ref": topic_id}]
+            assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+
+    @pytest.mark.parametrize("cid", CONSUMER_IDS)
+    def test_queue_and_function_alarms(self, default_synth: Synth, cid: str) -> None:
+        queue = default_synth.props("AWS::SQS::Queue", f"{cid}Queue")["QueueName"]
+        dlq = default_synth.props("AWS::SQS::Queue", f"{cid}DeadLetterQueue")["QueueName"]
+        function_id, _ = default_synth.resource("AWS::Lambda::Function", f"{cid}Function")
+
+        def on(metric: str, dimension: Any, threshold: float) -> None:
+            matching = [
+                a
+                for a in self.alarms_by_metric(default_synth).get(metric, [])
+                if dimension in [d["Value"] for d in a["Dimensions"]]
+            ]
+            assert len(matching) == 1, (metric, dimension)
+            assert matching[0]["Threshold"] == threshold
+
+        on(
+            "ApproximateNumberOfMessagesVisible",
+            {"Fn::GetAtt": [ref_queue(default_synth, dlq), "QueueName"]},
+            1,
+        )
+        on(
+            "ApproximateAgeOfOldestMessage",
+            {"Fn::GetAtt": [ref_queue(default_synth, dlq), "QueueName"]},
+            259_200,
+        )
+        on(
+            "ApproximateAgeOfOldestMessage",
+            {"Fn::GetAtt": [ref_queue(default_synth, queue), "QueueName"]},
+            600,
+        )
+        on("Errors", {"Ref": function_id}, 1)
+        on("Throttles", {"Ref": function_id}, 1)
+
+    def test_table_throttle_alarms(self, default_synth: Synth) -> None:
+        expressions = self.alarms_by_metric(default_synth)["expression"]
+        watched = set()
+        for alarm in expressions:
+            metrics = {m["Id"]: m for m in alarm["Metrics"]}
+            assert {
+                metrics["reads"]["MetricStat"]["Metric"]["MetricName"],
+                metrics["writes"]["MetricStat"]["Metric"]["MetricName"],
+            } == {"ReadThrottleEvents", "WriteThrottleEvents"}
+            (dimension,) = metrics["reads"]["MetricStat"]["Metric"]["Dimensions"]
+            watched.add(ref_id(dimension["Value"]))
+            assert alarm["Threshold"] == 1
+        tables = set(default_synth.resources("AWS::DynamoDB::Table"))
+        assert watched == tables
+
+    def test_stuck_locks_alarm_matches_what_the_monitor_emits(self, default_synth: Synth) -> None:
+        (alarm,) = self.alarms_by_metric(default_synth)["StuckLocks"]
+        assert alarm["Namespace"] == "ExactlyOnce"
+        assert alarm["Dimensions"] == [{"Name": "service", "Value": "lock_monitor"}]
+        assert alarm["Threshold"] == 1
+        env = default_synth.props("AWS::Lambda::Function", "LockMonitorFunction")["Environment"]
+        assert env["Variables"]["POWERTOOLS_SERVICE_NAME"] == "lock_monitor"
+        assert env["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "ExactlyOnce"
+
+    def test_topic_is_encrypted_and_ssl_only(self, default_synth: Synth) -> None:
+        key_id, key = default_synth.resource("AWS::KMS::Key", "AlarmsKey")
+        _, topic = default_synth.resource("AWS::SNS::Topic", "AlarmsTopic")
+        assert key["Properties"]["EnableKeyRotation"] is True
+        assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+        (policy,) = default_synth.resources("AWS::SNS::TopicPolicy").values()
+        document = policy["Properties"]["PolicyDocument"]["Statement"]
+        deny = [s for s in document if s["Effect"] == "Deny"]
+        assert len(deny) == 1
+        assert deny[0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        publish = [s for s in document if s.get("Sid") == "AllowCloudWatchAlarmsToPublish"]
+        assert publish[0]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+        key_statements = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+        assert actions(key_statements["AllowCloudWatchAlarmsToPublish"]) == [
+            "kms:Decrypt",
+            "kms:GenerateDataKey",
+        ]
+        assert not default_synth.resources("AWS::SNS::Subscription")
+
+    def test_alarm_email_subscribes(self, variant_synth: Synth) -> None:
+        variant_synth.assertions.has_resource_properties(
+            "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"}
+        )
+
+
+def ref_queue(synth: Synth, queue_name: str) -> str:
+    (logical_id,) = [
+        k
+        for k, v in synth.resources("AWS::SQS::Queue").items()
+        if v["Properties"]["QueueName"] == queue_name
+    ]
+    return logical_id
+
+
+class TestMonitorDashboardOutputs:
+    def test_monitor_runs_on_a_schedule(self, default_synth: Synth) -> None:
+        function_id, _ = default_synth.resource("AWS::Lambda::Function", "LockMonitorFunction")
+        rule = default_synth.props("AWS::Events::Rule", "LockMonitorSchedule")
+        assert rule["ScheduleExpression"] == "rate(5 minutes)"
+        assert rule["Targets"][0]["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+        default_synth.assertions.has_resource_properties(
+            "AWS::Lambda::Permission",
+            {"Principal": "events.amazonaws.com", "Action": "lambda:InvokeFunction"},
+        )
+
+    def test_dashboard(self, default_synth: Synth) -> None:
+        (dashboard,) = default_synth.resources("AWS::CloudWatch::Dashboard").values()
+        body = str(dashboard["Properties"]["DashboardBody"])
+        for title in (
+            "Orders queue",
+            "Payments dead-letter queue",
+            "Stuck locks",
+            "DynamoDB throttle",
+        ):
+            assert title in body
+
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_outputs(self, fixture: str, request: pytest.FixtureRequest) -> None:
+        synth: Synth = request.getfixturevalue(fixture)
+        assert set(synth.template["Outputs"]) == OUTPUTS
+
+    def test_stack_name_from_context(self, default_synth: Synth, variant_synth: Synth) -> None:
+        assert default_synth.stack.stack_name == "ExactlyOnceSqs"
+        assert variant_synth.stack.stack_name == "ExactlyOnceVariant"

@@ -1,0 +1,5 @@
+"""`python -m tools` runs the operator CLI."""
+
+from tools.cli import main
+
+main()

@@ -1,0 +1,105 @@
+"""SQS message attributes as the CLI spells them, as SQS returns them, and as JSON.
+
+`send` parses `Name=Value` / `Name:Type=Value`; `replay` copies received attributes (String,
+Number and Binary, including the layer's `eo-*` markers) onto the re-sent message unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import (
+        MessageAttributeValueOutputTypeDef,
+        MessageAttributeValueTypeDef,
+    )
+
+ERROR_TYPE_ATTRIBUTE = "eo-error-type"
+"""Set by the layer on messages it dead-letters itself (see the replay docs)."""
+
+_BASE_TYPES = ("String", "Number", "Binary")
+
+
+def parse_attribute(spec: str) -> tuple[str, MessageAttributeValueTypeDef]:
+    """Parse `Name=Value` (String), `Name:Number=5` or `Name:Binary=<base64>`.
+
+    Custom type suffixes (`Number.int`, `String.json`) are allowed, as SQS allows them.
+    """
+    head, sep, value = spec.partition("=")
+    name, _, data_type = head.partition(":")
+    name = name.strip()
+    data_type = data_type.strip() or "String"
+    if not sep or not name:
+        raise ValueError(f"attribute {spec!r}: expected Name=Value or Name:Type=Value")
+    base = data_type.split(".", 1)[0]
+    if base not in _BASE_TYPES:
+        raise ValueError(f"attribute {name!r}: type {data_type!r} is not String, Number or Binary")
+    if base == "Binary":
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"attribute {name!r}: Binary value must be base64") from exc
+        return name, {"DataType": data_type, "BinaryValue": raw}
+    if base == "Number":
+        try:
+            float(value)
+        except ValueError as exc:
+            raise ValueError(f"attribute {name!r}: {value!r} is not a number") from exc
+    return name, {"DataType": data_type, "StringValue": value}
+
+
+def parse_attributes(specs: Iterable[str]) -> dict[str, MessageAttributeValueTypeDef]:
+    """Parse repeated `--attribute` options; a repeated name is a mistake, not an override."""
+    parsed: dict[str, MessageAttributeValueTypeDef] = {}
+    for spec in specs:
+        name, value = parse_attribute(spec)
+        if name in parsed:
+            raise ValueError(f"attribute {name!r} given twice")
+        parsed[name] = value
+    return parsed
+
+
+def for_send(
+    received: Mapping[str, MessageAttributeValueOutputTypeDef],
+) -> dict[str, MessageAttributeValueTypeDef]:
+    """Received attributes in the shape SendMessageBatch accepts.
+
+    Receive also returns empty list fields that SQS rejects on send, so only the scalar value
+    and the data type are carried over.
+    """
+    out: dict[str, MessageAttributeValueTypeDef] = {}
+    for name, attr in received.items():
+        value: MessageAttributeValueTypeDef = {"DataType": attr["DataType"]}
+        if "BinaryValue" in attr:
+            value["BinaryValue"] = attr["BinaryValue"]
+        if "StringValue" in attr:
+            value["StringValue"] = attr["StringValue"]
+        out[name] = value
+    return out
+
+
+def to_json(
+    attributes: Mapping[str, MessageAttributeValueOutputTypeDef],
+) -> dict[str, dict[str, str]]:
+    """JSON-safe attributes (binary as base64) for backups and previews."""
+    out: dict[str, dict[str, str]] = {}
+    for name, attr in attributes.items():
+        value = {"DataType": attr["DataType"]}
+        if "BinaryValue" in attr:
+            value["BinaryValue"] = base64.b64encode(attr["BinaryValue"]).decode("ascii")
+        if "StringValue" in attr:
+            value["StringValue"] = attr["StringValue"]
+        out[name] = value
+    return out
+
+
+def scalar(attr: MessageAttributeValueOutputTypeDef) -> str | None:
+    """The attribute's value as text (binary as base64), for filters and previews."""
+    if "StringValue" in attr:
+        return attr["StringValue"]
+    if "BinaryValue" in attr:
+        return base64.b64encode(attr["BinaryValue"]).decode("ascii")
+    return None

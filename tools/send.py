@@ -1,0 +1,147 @@
+"""Send messages to a queue with SendMessageBatch, in parallel, and account for every entry.
+
+`send_messages` is the core that `make run`'s demo workload and the chaos harness call directly;
+the `send` command is a thin CLI around it. SendMessageBatch can succeed as a call yet fail
+single entries, so each entry's outcome is read from `Successful`/`Failed`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import (
+        MessageAttributeValueTypeDef,
+        SendMessageBatchRequestEntryTypeDef,
+    )
+
+BATCH_SIZE = 10
+"""SendMessageBatch's limit."""
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """One message to send; group/dedup ids only matter for FIFO queues."""
+
+    body: str
+    attributes: Mapping[str, MessageAttributeValueTypeDef] = field(default_factory=dict)
+    group_id: str | None = None
+    dedup_id: str | None = None
+    trace_header: str | None = None
+
+
+@dataclass(frozen=True)
+class EntryFailure:
+    """A batch entry SQS did not accept, as reported in the response's `Failed` list."""
+
+    id: str
+    code: str
+    message: str
+    sender_fault: bool
+
+
+@dataclass
+class SendReport:
+    """What happened to every message of a `send_messages` call."""
+
+    message_ids: dict[str, str] = field(default_factory=dict)
+    """Entry id (the message's index in the input) -> SQS MessageId, for sent entries."""
+    failed: list[EntryFailure] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def sent(self) -> int:
+        return len(self.message_ids)
+
+    @property
+    def throughput(self) -> float:
+        """Messages accepted per second of wall time."""
+        return self.sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def batch_entry(entry_id: str, message: OutgoingMessage) -> SendMessageBatchRequestEntryTypeDef:
+    """The SendMessageBatch entry for a message, leaving out every field it doesn't set."""
+    entry: SendMessageBatchRequestEntryTypeDef = {"Id": entry_id, "MessageBody": message.body}
+    if message.attributes:
+        entry["MessageAttributes"] = dict(message.attributes)
+    if message.group_id is not None:
+        entry["MessageGroupId"] = message.group_id
+    if message.dedup_id is not None:
+        entry["MessageDeduplicationId"] = message.dedup_id
+    if message.trace_header is not None:
+        entry["MessageSystemAttributes"] = {
+            "AWSTraceHeader": {"DataType": "String", "StringValue": message.trace_header}
+        }
+    return entry
+
+
+def send_batch(
+    sqs: SQSClient, queue_url: str, batch: Sequence[tuple[str, OutgoingMessage]]
+) -> tuple[dict[str, str], list[EntryFailure]]:
+    """One SendMessageBatch call: (entry id -> MessageId for sent ones, failures).
+
+    A rejected request (e.g. the batch is too large) fails all of its entries rather than the
+    whole run, so the report still says which messages did not go out. Connection errors are
+    not caught: they mean nothing will get through.
+    """
+    entries = [batch_entry(entry_id, message) for entry_id, message in batch]
+    try:
+        response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "ClientError")
+        text = error.get("Message", str(exc))
+        return {}, [EntryFailure(entry_id, code, text, True) for entry_id, _ in batch]
+    sent = {ok["Id"]: ok["MessageId"] for ok in response.get("Successful", [])}
+    failed = [
+        EntryFailure(bad["Id"], bad["Code"], bad.get("Message", ""), bad["SenderFault"])
+        for bad in response.get("Failed", [])
+    ]
+    return sent, failed
+
+
+def chunks(
+    messages: Sequence[OutgoingMessage], size: int = BATCH_SIZE
+) -> list[list[tuple[str, OutgoingMessage]]]:
+    """Batches of (entry id, message); the entry id is the message's index in the input."""
+    numbered = [(str(index), message) for index, message in enumerate(messages)]
+    return [numbered[start : start + size] for start in range(0, len(numbered), size)]
+
+
+def send_messages(
+    sqs: SQSClient,
+    queue_url: str,
+    messages: Sequence[OutgoingMessage],
+    *,
+    concurrency: int = 4,
+    on_batch: Callable[[int], None] | None = None,
+) -> SendReport:
+    """Send all messages in batches of 10 on `concurrency` threads (boto3 clients are thread-safe).
+
+    `on_batch(n)` is called after each batch with its size, e.g. to advance a progress bar.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    report = SendReport()
+    started = time.perf_counter()
+
+    def run(batch: list[tuple[str, OutgoingMessage]]) -> tuple[dict[str, str], list[EntryFailure]]:
+        outcome = send_batch(sqs, queue_url, batch)
+        if on_batch is not None:
+            on_batch(len(batch))
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for sent, failed in pool.map(run, chunks(messages)):
+            report.message_ids.update(sent)
+            report.failed.extend(failed)
+    report.elapsed_s = time.perf_counter() - started
+    report.failed.sort(key=lambda failure: int(failure.id) if failure.id.isdigit() else -1)
+    return report
