@@ -10,9 +10,9 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
-from tools.ports import free_port, wait_for_port
+from tools.lifecycle import ChildServer
+from tools.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,13 +29,12 @@ def jar_dir(root: Path = ROOT) -> Path:
     return candidates[-1].parent
 
 
-class DynamoDBLocal:
+class DynamoDBLocal(ChildServer):
     """An in-memory DynamoDB Local process on a free loopback port."""
 
     def __init__(self, port: int | None = None, heap_mb: int = 512) -> None:
         self.port = port or free_port()
         self.heap_mb = heap_mb
-        self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: str | None = None
 
     @property
@@ -60,36 +59,18 @@ class DynamoDBLocal:
             "-port",
             str(self.port),
         ]
-        self._proc = subprocess.Popen(
-            cmd, cwd=self._workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        self._spawn(
+            cmd,
+            self.port,
+            timeout_s,
+            cwd=self._workdir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-        try:
-            wait_for_port(self.port, timeout_s)
-        except TimeoutError:
-            self.stop()
-            raise
         return self
 
     def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+        self._terminate()
         if self._workdir:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
-
-    def __enter__(self) -> DynamoDBLocal:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

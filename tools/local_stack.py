@@ -8,13 +8,13 @@ conditional writes are not atomic under concurrency and exactly-once depends on 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import boto3
 
 from infra.consumers import CONSUMERS, ConsumerSpec
 from tools.dynamodb_local import DynamoDBLocal
+from tools.lifecycle import Lifecycle
 from tools.local_deploy import deploy
 from tools.moto_server import REGION, MotoServer, aws_env
 from tools.poller import FunctionBinding
@@ -52,7 +52,7 @@ def mirror_table(source: DynamoDBClient, target: DynamoDBClient, name: str) -> N
 
 
 @dataclass
-class LocalStack:
+class LocalStack(Lifecycle):
     """Start with `with LocalStack() as stack:`; `stack.outputs` are the deployed stack's."""
 
     context: dict[str, Any] = field(default_factory=dict)
@@ -75,17 +75,6 @@ class LocalStack:
     def stop(self) -> None:
         self.dynamodb.stop()
         self.moto.stop()
-
-    def __enter__(self) -> LocalStack:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     @property
     def aws_environment(self) -> dict[str, str]:

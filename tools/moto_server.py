@@ -11,9 +11,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import TracebackType
 
-from tools.ports import free_port, wait_for_port
+from tools.lifecycle import ChildServer
+from tools.ports import free_port
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"  # moto's default account
@@ -38,12 +38,11 @@ def aws_env(endpoint_url: str) -> dict[str, str]:
     }
 
 
-class MotoServer:
+class MotoServer(ChildServer):
     """A `moto_server` process on 127.0.0.1:<free port>, reached as http://localhost:<port>."""
 
     def __init__(self, port: int | None = None) -> None:
         self.port = port or free_port()
-        self._proc: subprocess.Popen[bytes] | None = None
         self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
 
     @property
@@ -59,12 +58,7 @@ class MotoServer:
         cmd = [str(executable), "-H", "127.0.0.1", "-p", str(self.port)]
         # Its request log goes to a file that `log_tail` can show when something fails.
         self._log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log")  # noqa: SIM115
-        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
-        try:
-            wait_for_port(self.port, timeout_s)
-        except TimeoutError:
-            self.stop()
-            raise
+        self._spawn(cmd, self.port, timeout_s, stdout=self._log, stderr=subprocess.STDOUT)
         return self
 
     def log_tail(self, lines: int = 40) -> str:
@@ -74,25 +68,7 @@ class MotoServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+        self._terminate()
         if self._log is not None:
             self._log.close()
             self._log = None
-
-    def __enter__(self) -> MotoServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -389,3 +389,27 @@ def test_throttled_store_reports_the_record_failed(
     }
     assert calls == []
     assert outcomes(handler) == [Outcome.ERROR]
+
+
+def test_long_work_extends_its_lease_and_a_lost_lease_says_so(
+    make_consumer: MakeConsumer, store: IdempotencyStore, scope: str
+) -> None:
+    seen: list[bool] = []
+
+    def long_job(body: Any, ctx: RecordContext) -> str:
+        before = store.get(scope, ctx.key)
+        seen.append(ctx.extend_lease(600_000))
+        after = store.get(scope, ctx.key)
+        assert before is not None
+        assert after is not None
+        assert after.lease_expires_at_ms is not None
+        assert before.lease_expires_at_ms is not None
+        seen.append(after.lease_expires_at_ms > before.lease_expires_at_ms + 60_000)
+        return "done"
+
+    handler = make_consumer(long_job, fingerprint=False)
+    assert handler(event(sqs_record({"orderId": "o-13"})), FakeLambdaContext()) == {
+        "batchItemFailures": []
+    }
+    assert seen == [True, True]
+    assert RecordContext("m", "k", 1, 1, {}).extend_lease(1_000) is False  # no lock: nothing held

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from exactly_once import observability
 from exactly_once.batch import batch_response, run_batch
@@ -108,11 +108,6 @@ def _log_summary(results: list[RecordResult]) -> None:
     )
 
 
-@overload
-def sqs_consumer(handler: Handler, /) -> SqsConsumer: ...
-
-
-@overload
 def sqs_consumer(
     *,
     key: KeySpec = None,
@@ -129,29 +124,8 @@ def sqs_consumer(
     result_cap_bytes: int | None = None,
     dynamodb_client: DynamoDBClient | None = None,
     sqs_client: SQSClient | None = None,
-) -> Callable[[Handler], SqsConsumer]: ...
-
-
-def sqs_consumer(
-    handler: Handler | None = None,
-    /,
-    *,
-    key: KeySpec = None,
-    raw_body: bool | None = None,
-    fingerprint: bool | None = None,
-    fingerprint_fields: Sequence[str] | None = None,
-    table_name: str | None = None,
-    scope: str | None = None,
-    dead_letter_queue_url: str | None = None,
-    concurrency: int | None = None,
-    block_takeover: bool | None = None,
-    lease: LeasePolicy | None = None,
-    deadline_margin_ms: int | None = None,
-    result_cap_bytes: int | None = None,
-    dynamodb_client: DynamoDBClient | None = None,
-    sqs_client: SQSClient | None = None,
-) -> SqsConsumer | Callable[[Handler], SqsConsumer]:
-    """Make `handler(body, ctx)` an exactly-once Lambda SQS handler.
+) -> Callable[[Handler], SqsConsumer]:
+    """Make `handler(body, ctx)` an exactly-once Lambda SQS handler: `@sqs_consumer(key=...)`.
 
     `key`: a dotted body path ("order.id"), "attribute:Name", a callable taking the raw record,
     or None for the messageId. Prefer a business key: a DLQ replay gives a new messageId.
@@ -175,4 +149,4 @@ def sqs_consumer(
     def wrap(fn: Handler) -> SqsConsumer:
         return SqsConsumer(fn, key, overrides, dynamodb_client, sqs_client)
 
-    return wrap(handler) if handler is not None else wrap
+    return wrap

@@ -8,7 +8,7 @@ batch from the invoking thread, because the Metrics store is shared and not mean
 from __future__ import annotations
 
 import os
-from collections import Counter
+import threading
 from typing import TYPE_CHECKING
 
 from exactly_once.outcomes import Outcome, RecordResult
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 NAMESPACE_DEFAULT = "ExactlyOnce"
 _logger: Logger | None = None
 _metrics: Metrics | None = None
+_metrics_lock = threading.Lock()  # one process may run invocations on several threads (tests)
 
 METRIC_NAMES = {
     Outcome.PROCESSED: "Processed",
@@ -59,16 +60,15 @@ def emit_batch_metrics(scope: str, results: list[RecordResult]) -> None:
         return
     from aws_lambda_powertools.metrics import MetricUnit
 
-    counts = Counter(r.outcome for r in results)
-    metrics = _metrics_instance()
-    metrics.add_dimension(name="consumer", value=scope)
-    for outcome, name in METRIC_NAMES.items():
-        if counts[outcome]:
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=counts[outcome])
-    takeovers = sum(r.takeover for r in results)
-    if takeovers:
-        metrics.add_metric(name="Takeovers", unit=MetricUnit.Count, value=takeovers)
-    dead_lettered = sum(r.dead_lettered for r in results)
-    if dead_lettered:
-        metrics.add_metric(name="DeadLettered", unit=MetricUnit.Count, value=dead_lettered)
-    metrics.flush_metrics()
+    counts = {
+        name: sum(r.outcome is outcome for r in results) for outcome, name in METRIC_NAMES.items()
+    }
+    counts["Takeovers"] = sum(r.takeover for r in results)
+    counts["DeadLettered"] = sum(r.dead_lettered for r in results)
+    with _metrics_lock:
+        metrics = _metrics_instance()
+        metrics.add_dimension(name="consumer", value=scope)
+        for name, value in counts.items():
+            if value:
+                metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        metrics.flush_metrics()
