@@ -83,3 +83,6 @@ invoke: setup ## Run CONSUMER's handler in-process on EVENT (env from the deploy
 
 locks: setup ## List stuck IN_PROGRESS and FAILED records (ARGS e.g. "--stuck-only")
 	$(PY) -m tools.cli locks list $(ARGS)
+
+bench: setup ## Benchmark against Powertools; writes docs/benchmarks.md + .png, fails on a missed target
+	$(PY) -m benchmarks.run --full

@@ -7,6 +7,7 @@ meets a COMPLETED record and succeeds as a duplicate instead of being sent back 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,6 +17,18 @@ from exactly_once.outcomes import Outcome, RecordResult
 
 ProcessOne = Callable[[Any], RecordResult]
 ChainOf = Callable[[Any], str | None]
+
+# Pools outlive an invocation: warm invocations skip creating threads (~1 ms a batch).
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(size: int) -> ThreadPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(size)
+        if pool is None:
+            pool = _pools[size] = ThreadPoolExecutor(size, thread_name_prefix="record")
+        return pool
 
 
 def run_chains(
@@ -40,13 +53,11 @@ def run_chains(
             results[i] = process(records[i])
             failed = results[i].report_failure  # type: ignore[union-attr]
 
-    workers = min(concurrency, len(chains))
-    if workers <= 1:
+    if concurrency <= 1 or len(chains) <= 1:
         for indexes in chains.values():
             run_chain(indexes)
-    else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chain") as pool:
-            list(pool.map(run_chain, chains.values()))
+    else:  # the pool's size is the bound; a batch with fewer chains uses fewer threads
+        list(_pool(concurrency).map(run_chain, chains.values()))
     return [r for r in results if r is not None]
 
 

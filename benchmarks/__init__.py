@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of this layer against Powertools' BatchProcessor + idempotency."""

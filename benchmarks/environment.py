@@ -1,0 +1,48 @@
+"""What the numbers were measured on: machine, versions, date and the injected latency."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from benchmarks.settings import Settings
+from tools.dynamodb_local import jar_dir
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe(settings: Settings) -> dict[str, str]:
+    return {
+        "Date (UTC)": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"),
+        "Machine": (
+            f"{_cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+        ),
+        "Python": platform.python_version(),
+        "boto3 / botocore": f"{metadata.version('boto3')} / {metadata.version('botocore')}",
+        "aws-lambda-powertools": metadata.version("aws-lambda-powertools"),
+        "DynamoDB Local": f"{jar_dir().name.removeprefix('dynamodb_local_')} (in-memory, loopback)",
+        "Injected latency": (
+            f"{settings.latency_ms:g} ms per DynamoDB/SQS request (botocore before-send sleep)"
+        ),
+        "I/O-bound record": f"business function sleeps {settings.io_ms:g} ms",
+        "Run": settings.name,
+    }
+
+
+def load_average() -> str:
+    """Other work on the machine inflates wall times; the report says how busy it was."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "n/a"

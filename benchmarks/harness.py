@@ -1,0 +1,145 @@
+"""Run every measurement against one DynamoDB Local and collect the results.
+
+SQS is only needed for the layer's in-progress path (it hides the message until the holder's
+lease ends), so a moto server process provides it; DynamoDB is always DynamoDB Local.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TextIO
+
+from benchmarks import calls, cpu, imports, memory, walltime
+from benchmarks.calls import CallCounts
+from benchmarks.cpu import CpuResult
+from benchmarks.environment import describe, load_average
+from benchmarks.imports import ImportResult
+from benchmarks.memory import MemoryResult
+from benchmarks.rig import VARIANTS, Rig
+from benchmarks.settings import Settings
+from benchmarks.walltime import WallResult
+from benchmarks.warmup import local_round_trip_s, warm_up
+from tools.moto_server import MotoServer
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Results:
+    settings: Settings
+    environment: dict[str, str]
+    calls: list[CallCounts]
+    wall: list[WallResult]
+    cpu: CpuResult
+    cpu_no_latency: CpuResult | None
+    imports: ImportResult
+    memory: MemoryResult
+
+    def wall_result(self, batch: int, io_bound: bool) -> WallResult:
+        for result in self.wall:
+            if result.scenario.batch == batch and bool(result.scenario.io_ms) == io_bound:
+                return result
+        raise KeyError((batch, io_bound))
+
+
+@functools.cache
+def _devnull() -> TextIO:
+    """Kept open for the process: loggers created while quiet keep writing to it."""
+    return open(os.devnull, "w")
+
+
+@contextlib.contextmanager
+def quiet_stdout() -> Iterator[None]:
+    """The layer logs a line and an EMF metrics document per batch; keep them off the console.
+
+    They are still produced (their cost is measured), only written to /dev/null.
+    """
+    with contextlib.redirect_stdout(_devnull()):
+        yield
+
+
+@dataclass
+class _InProcess:
+    round_trip_s: float
+    round_trip_10_s: float
+    calls: list[CallCounts]
+    wall: list[WallResult]
+    cpu: CpuResult
+    cpu_no_latency: CpuResult | None
+
+
+def _in_process(rig: Rig, settings: Settings, progress: Progress) -> _InProcess:
+    progress(f"warming DynamoDB Local up for {settings.warmup_s:g} s")
+    warm_up(rig, settings.warmup_s)
+    round_trip = local_round_trip_s(rig)
+    round_trip_10 = local_round_trip_s(rig, concurrency=10)
+    progress("API calls per record")
+    counts = [
+        c
+        for v in VARIANTS
+        for c in calls.calls_per_record(rig, v, settings.call_records, settings.in_progress_records)
+    ]
+    wall = []
+    for batch in settings.batch_sizes:
+        repetitions = settings.wall_repetitions if batch <= 10 else settings.wall_repetitions_large
+        for io_ms in (settings.io_ms, 0.0):
+            scenario = walltime.Scenario(batch, io_ms)
+            progress(f"wall time: {scenario.label} x{repetitions}")
+            wall.append(walltime.measure(rig, scenario, repetitions))
+    progress("CPU per record")
+    cpu_result = cpu.measure(
+        rig, settings.cpu_batches, settings.cpu_repetitions, one_thread=settings.cpu_one_thread
+    )
+    no_latency = None
+    if settings.cpu_without_latency:
+        progress("CPU per record, without the injected latency")
+        no_latency = cpu.measure(
+            rig,
+            settings.cpu_batches,
+            settings.cpu_repetitions,
+            latency=False,
+            one_thread=settings.cpu_one_thread,
+        )
+    return _InProcess(round_trip, round_trip_10, counts, wall, cpu_result, no_latency)
+
+
+def run(dynamodb_endpoint: str, settings: Settings, progress: Progress = lambda _: None) -> Results:
+    load_before = load_average()
+    with MotoServer() as moto:
+        rig = Rig(dynamodb_endpoint, moto.endpoint, settings.latency_ms / 1000)
+        rig.create_tables()
+        try:
+            with quiet_stdout():
+                measured = _in_process(rig, settings, progress)
+            progress("peak memory")
+            memory_result = memory.measure(
+                dynamodb_endpoint,
+                {"layer": rig.layer_table, "powertools": rig.powertools_table},
+                settings.memory_batches,
+                settings.memory_runs,
+            )
+        finally:
+            rig.drop_tables()
+    progress("cold-start imports")
+    import_result = imports.measure(settings.import_runs, settings.import_cases)
+    environment = describe(settings)
+    environment["DynamoDB Local round trip (warm, no injected latency)"] = (
+        f"{measured.round_trip_s * 1000:.1f} ms alone, "
+        f"{measured.round_trip_10_s * 1000:.1f} ms each with 10 in flight from one process "
+        "(medians)"
+    )
+    environment["Load average (1 min) at start / end"] = f"{load_before} / {load_average()}"
+    return Results(
+        settings,
+        environment,
+        measured.calls,
+        measured.wall,
+        measured.cpu,
+        measured.cpu_no_latency,
+        import_result,
+        memory_result,
+    )

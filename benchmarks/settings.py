@@ -1,0 +1,47 @@
+"""How much to measure: the full run behind docs/benchmarks.md, and the quick one CI runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.imports import ALL_CASES, BARE, LAYER
+
+
+@dataclass(frozen=True)
+class Settings:
+    name: str
+    latency_ms: float = 4.0  # added to every DynamoDB/SQS request: an in-region round trip
+    io_ms: float = 20.0  # the I/O-bound business function's wait
+    warmup_s: float = 20.0  # DynamoDB Local's JVM, before anything is measured
+    batch_sizes: tuple[int, ...] = (10, 100)  # wall time is measured for each
+    call_records: int = 10  # new and duplicate records when counting API calls
+    in_progress_records: int = 10  # each needs a blocked holder consumer of its own
+    wall_repetitions: int = 15  # batches of 10, per consumer
+    wall_repetitions_large: int = 5  # batches of 100 (Powertools takes seconds each)
+    cpu_batches: int = 30  # batches of 10 per CPU sample
+    cpu_repetitions: int = 5
+    cpu_without_latency: bool = True  # also measured, for the report (not a target)
+    cpu_one_thread: bool = True  # the layer with concurrency=1 too, as a diagnostic
+    import_runs: int = 15
+    import_cases: tuple[str, ...] = ALL_CASES
+    memory_batches: int = 20
+    memory_runs: int = 3
+
+
+FULL = Settings(name="full")
+# Small enough for CI (well under a minute), measuring what the targets need.
+QUICK = Settings(
+    name="quick",
+    warmup_s=8.0,
+    in_progress_records=3,
+    batch_sizes=(10,),  # the targets only concern batches of 10
+    wall_repetitions=9,
+    cpu_batches=12,
+    cpu_repetitions=5,
+    cpu_without_latency=False,
+    cpu_one_thread=False,
+    import_runs=7,
+    import_cases=(BARE, LAYER),
+    memory_batches=5,
+    memory_runs=1,
+)

@@ -1,0 +1,92 @@
+"""The targets, checked as ratios and differences measured side by side in the same run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchmarks.calls import Case
+from benchmarks.harness import Results
+from benchmarks.imports import BARE, LAYER
+from benchmarks.rig import Variant
+
+EXPECTED_CALLS = {Case.NEW: 2, Case.DUPLICATE: 1, Case.IN_PROGRESS: 1}
+MIN_IO_SPEEDUP = 5.0
+MAX_CPU_RATIO = 1.0
+MAX_IMPORT_OVER_BOTO3_S = 0.020
+CLOSE = 0.10  # within 10% of its threshold, a result can flip between runs on the same machine
+
+# CI's quick variant is a regression guard, not the benchmark: it shares a 2-core machine with
+# whatever else runs there, and a run measured under load showed the CPU ratio at up to 1.05 and
+# the speed-up down to 4.6x while `make bench` met every target. The margins below still catch a
+# real regression (a serialised batch is ~1x, not 4x); `make bench` asserts the targets above.
+CI_MIN_IO_SPEEDUP = 4.0
+CI_MAX_CPU_RATIO = 1.15
+CI_MAX_IMPORT_OVER_BOTO3_S = 0.030
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    goal: str
+    measured: str
+    passed: bool
+    close: bool = False  # measured within CLOSE of the threshold, on either side
+
+
+def evaluate(results: Results) -> list[Target]:
+    targets = []
+    for counts in results.calls:
+        if counts.variant is Variant.LAYER:
+            want = EXPECTED_CALLS[counts.case]
+            got = counts.per_record("dynamodb")
+            targets.append(
+                Target(
+                    f"DynamoDB calls per record, {counts.case}",
+                    f"= {want}",
+                    f"{got:g} ({counts.breakdown()})",
+                    got == want,
+                )
+            )
+
+    io10 = results.wall_result(10, io_bound=True)
+    targets.append(
+        Target(
+            "Batch of 10 I/O-bound records, speed-up over Powertools",
+            f">= {MIN_IO_SPEEDUP:g}x",
+            f"{io10.speedup:.2f}x ({io10.median(Variant.POWERTOOLS) * 1000:.0f} ms / "
+            f"{io10.median(Variant.LAYER) * 1000:.0f} ms)",
+            io10.speedup >= MIN_IO_SPEEDUP,
+            abs(io10.speedup / MIN_IO_SPEEDUP - 1) < CLOSE,
+        )
+    )
+
+    cpu = results.cpu
+    targets.append(
+        Target(
+            "CPU per record, layer / Powertools",
+            f"<= {MAX_CPU_RATIO:g}",
+            f"{cpu.ratio:.2f} ({cpu.median(Variant.LAYER) * 1e6:.0f} us / "
+            f"{cpu.median(Variant.POWERTOOLS) * 1e6:.0f} us)",
+            cpu.ratio <= MAX_CPU_RATIO,
+            abs(cpu.ratio / MAX_CPU_RATIO - 1) < CLOSE,
+        )
+    )
+
+    imports = results.imports
+    over = imports.cpu_over_bare(LAYER)
+    targets.append(
+        Target(
+            "Consumer module + boto3 import, over a bare boto3 import (CPU time)",
+            f"<= {MAX_IMPORT_OVER_BOTO3_S * 1000:g} ms",
+            f"{over * 1000:+.1f} ms ({imports.median_cpu(LAYER) * 1000:.0f} ms vs "
+            f"{imports.median_cpu(BARE) * 1000:.0f} ms; "
+            f"wall {imports.wall_over_bare(LAYER) * 1000:+.1f} ms)",
+            over <= MAX_IMPORT_OVER_BOTO3_S,
+            abs(over / MAX_IMPORT_OVER_BOTO3_S - 1) < CLOSE,
+        )
+    )
+    return targets
+
+
+def all_passed(targets: list[Target]) -> bool:
+    return all(t.passed for t in targets)
