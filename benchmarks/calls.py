@@ -17,8 +17,8 @@ from benchmarks.business import make_work
 from benchmarks.consumers import Consumer
 from benchmarks.errors import BenchmarkInvalid
 from benchmarks.instrument import CallCounter
-from benchmarks.lambda_context import BenchContext
 from benchmarks.rig import Rig, Variant
+from benchmarks.settings import invocation_context
 from benchmarks.sqs_events import new_batch, sqs_record
 
 if TYPE_CHECKING:
@@ -90,13 +90,13 @@ def new_and_duplicate(rig: Rig, variant: Variant, records: int) -> list[CallCoun
     consumer = rig.consumer(variant, work, counter)
     batch = new_batch(records)
 
-    response = consumer(batch, BenchContext())
+    response = consumer(batch, invocation_context())
     if _failures(response) or work.runs != records:
         raise BenchmarkInvalid(f"{variant}: new batch misbehaved: {response}, runs={work.runs}")
     new = CallCounts(variant, Case.NEW, records, counter.snapshot())
 
     counter.reset()
-    response = consumer(batch, BenchContext())  # the same messages, redelivered
+    response = consumer(batch, invocation_context())  # the same messages, redelivered
     if _failures(response) or work.runs != records:
         raise BenchmarkInvalid(f"{variant}: duplicates misbehaved: {response}, runs={work.runs}")
     return [new, CallCounts(variant, Case.DUPLICATE, records, counter.snapshot())]
@@ -136,7 +136,11 @@ def in_progress(rig: Rig, variant: Variant, records: int) -> CallCounts:
             entered.append(inside)
             holder: Consumer = rig.consumer(variant, CountingWork(before=_gate(inside, release)))
             held = {"Records": [sqs_record(order_id)]}
-            thread = threading.Thread(target=holder, args=(held, BenchContext()), daemon=True)
+            thread = threading.Thread(
+                target=holder,
+                args=(held, invocation_context()),
+                daemon=True,
+            )
             thread.start()
             threads.append(thread)
         for inside in entered:
@@ -153,7 +157,7 @@ def in_progress(rig: Rig, variant: Variant, records: int) -> CallCounts:
                 for order_id, handle in zip(order_ids, handles, strict=True)
             ]
         }
-        response = probe(batch, BenchContext())
+        response = probe(batch, invocation_context())
         if _failures(response) != records or work.runs:
             raise BenchmarkInvalid(f"{variant}: in-progress probe misbehaved: {response}")
         return CallCounts(variant, Case.IN_PROGRESS, records, counter.snapshot())

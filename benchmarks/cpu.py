@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from benchmarks.business import make_work
 from benchmarks.consumers import Consumer
-from benchmarks.lambda_context import BenchContext
 from benchmarks.rig import VARIANTS, Rig, Variant
+from benchmarks.settings import invocation_context
 from benchmarks.sqs_events import new_batch
 
 BATCH = 10
@@ -59,7 +59,7 @@ def measure(
             Variant.LAYER, work, latency=latency, layer_concurrency=1
         )
     for consumer in consumers.values():
-        consumer(new_batch(BATCH), BenchContext())  # warm-up
+        consumer(new_batch(BATCH), invocation_context())  # warm-up
     result = CpuResult(batches * BATCH, latency, {arm: [] for arm in consumers})
     for _ in range(repetitions):
         spent = dict.fromkeys(consumers, 0.0)
@@ -67,7 +67,7 @@ def measure(
             for arm, consumer in consumers.items():
                 event = new_batch(BATCH)  # built outside the clock
                 started = time.process_time()
-                consumer(event, BenchContext())
+                consumer(event, invocation_context())
                 spent[arm] += time.process_time() - started
         for arm in consumers:
             result.samples[arm].append(spent[arm] / (batches * BATCH))

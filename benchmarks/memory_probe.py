@@ -14,7 +14,7 @@ import resource
 import sys
 from pathlib import Path
 
-from benchmarks.lambda_context import BenchContext
+from benchmarks.settings import invocation_context
 from benchmarks.sqs_events import new_batch
 
 MODULES = {"layer": "layer_orders", "powertools": "powertools_orders"}
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> None:
     else:
         module = importlib.import_module(MODULES[variant])
         for _ in range(batches):
-            response = module.handler(new_batch(10), BenchContext())
+            response = module.handler(new_batch(10), invocation_context())
             if response.get("batchItemFailures"):
                 raise SystemExit(f"{variant}: batch reported failures: {response}")
     out.write_text(json.dumps({"variant": variant, "peak_kib": peak_kib()}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.imports import ALL_CASES, BARE, LAYER
+from tools.lambda_context import LocalLambdaContext
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,8 @@ QUICK = Settings(
     memory_batches=5,
     memory_runs=1,
 )
+
+
+def invocation_context() -> LocalLambdaContext:
+    """A fresh context per invocation: both libraries size their locks from its remaining time."""
+    return LocalLambdaContext("bench-consumer", timeout_s=60)

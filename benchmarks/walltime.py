@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from benchmarks.business import make_work
 from benchmarks.consumers import Consumer
 from benchmarks.errors import BenchmarkInvalid
-from benchmarks.lambda_context import BenchContext
 from benchmarks.rig import VARIANTS, Rig, Variant
+from benchmarks.settings import invocation_context
 from benchmarks.sqs_events import new_batch
 
 
@@ -52,7 +52,7 @@ class WallResult:
 def run_batch(consumer: Consumer, size: int) -> float:
     batch = new_batch(size)
     started = time.perf_counter()
-    response = consumer(batch, BenchContext())
+    response = consumer(batch, invocation_context())
     elapsed = time.perf_counter() - started
     if response.get("batchItemFailures"):
         raise BenchmarkInvalid(f"a benchmark batch reported failures: {response}")

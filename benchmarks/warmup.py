@@ -13,8 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.business import make_work
-from benchmarks.lambda_context import BenchContext
 from benchmarks.rig import VARIANTS, Rig
+from benchmarks.settings import invocation_context
 from benchmarks.sqs_events import new_batch
 
 
@@ -26,8 +26,8 @@ def warm_up(rig: Rig, seconds: float) -> int:
     while time.monotonic() < deadline:
         for consumer in consumers:
             batch = new_batch(10)
-            consumer(batch, BenchContext())
-            consumer(batch, BenchContext())
+            consumer(batch, invocation_context())
+            consumer(batch, invocation_context())
             batches += 2
     return batches
 

@@ -6,8 +6,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from tools.moto_server import ACCOUNT_ID, REGION
-
 
 @dataclass
 class LocalLambdaContext:
@@ -18,6 +16,8 @@ class LocalLambdaContext:
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     log_group_name: str = ""
     log_stream_name: str = "local"
+    region: str = "us-east-1"
+    account_id: str = "123456789012"
     _deadline: float = field(default=0.0, repr=False)
 
     def __post_init__(self) -> None:
@@ -26,7 +26,7 @@ class LocalLambdaContext:
 
     @property
     def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{self.function_name}"
+        return f"arn:aws:lambda:{self.region}:{self.account_id}:function:{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))

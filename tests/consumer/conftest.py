@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from tools.lambda_context import LocalLambdaContext
 from tools.ports import free_port
 
 if TYPE_CHECKING:
@@ -67,17 +67,9 @@ def fifo_queues(sqs: SQSClient) -> Queues:
     return make_queues(sqs, fifo=True)
 
 
-@dataclass
-class FakeLambdaContext:
-    """A LambdaContext whose remaining time counts down from a chosen budget."""
-
-    timeout_ms: int = 30_000
-    function_name: str = "test-consumer"
-    aws_request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    started: float = field(default_factory=time.monotonic)
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int(self.timeout_ms - (time.monotonic() - self.started) * 1000)
+def lambda_context(timeout_ms: int = 30_000) -> LocalLambdaContext:
+    """A context whose remaining time counts down from `timeout_ms`."""
+    return LocalLambdaContext("test-consumer", timeout_s=timeout_ms / 1000)
 
 
 def sqs_record(

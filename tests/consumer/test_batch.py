@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from exactly_once import Outcome, RecordContext, SqsConsumer, sqs_consumer
-from tests.consumer.conftest import FakeLambdaContext, Queues, event, sqs_record
+from tests.consumer.conftest import Queues, event, lambda_context, sqs_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -55,7 +55,7 @@ def test_response_lists_exactly_the_failed_message_ids_in_order(
 
     handler = build(odd_fails)
     records = [sqs_record({"id": f"r-{n}", "n": n}) for n in range(10)]
-    response = handler(event(*records), FakeLambdaContext())
+    response = handler(event(*records), lambda_context())
     assert_shape(response)
     assert response == {
         "batchItemFailures": [{"itemIdentifier": records[n]["messageId"]} for n in (1, 3, 5, 7, 9)]
@@ -63,9 +63,7 @@ def test_response_lists_exactly_the_failed_message_ids_in_order(
 
 
 def test_empty_batch_has_no_failures(build: Callable[..., SqsConsumer]) -> None:
-    assert build(lambda b, c: None)({"Records": []}, FakeLambdaContext()) == {
-        "batchItemFailures": []
-    }
+    assert build(lambda b, c: None)({"Records": []}, lambda_context()) == {"batchItemFailures": []}
 
 
 def test_all_failed_batch_is_reported_not_raised(build: Callable[..., SqsConsumer]) -> None:
@@ -73,7 +71,7 @@ def test_all_failed_batch_is_reported_not_raised(build: Callable[..., SqsConsume
         raise RuntimeError("down")
 
     records = [sqs_record({"id": f"a-{n}"}) for n in range(4)]
-    response = build(always)(event(*records), FakeLambdaContext())
+    response = build(always)(event(*records), lambda_context())
     assert len(response["batchItemFailures"]) == 4
 
 
@@ -82,7 +80,7 @@ def test_all_failed_batch_is_reported_not_raised(build: Callable[..., SqsConsume
     [None, "text", 42, [], {}, {"Records": "nope"}, {"Records": None}],
 )
 def test_malformed_events_never_raise(build: Callable[..., SqsConsumer], bad_event: Any) -> None:
-    assert build(lambda b, c: None)(bad_event, FakeLambdaContext()) == {"batchItemFailures": []}
+    assert build(lambda b, c: None)(bad_event, lambda_context()) == {"batchItemFailures": []}
 
 
 def test_malformed_records_are_reported_so_lambda_retries_the_batch(
@@ -90,7 +88,7 @@ def test_malformed_records_are_reported_so_lambda_retries_the_batch(
 ) -> None:
     good = sqs_record({"id": "fine"})
     response = build(lambda b, c: None)(
-        {"Records": [good, "junk", {"body": "{}"}]}, FakeLambdaContext()
+        {"Records": [good, "junk", {"body": "{}"}]}, lambda_context()
     )
     # an empty identifier is not in the batch, which makes Lambda retry all of it: nothing lost
     assert response == {"batchItemFailures": [{"itemIdentifier": ""}, {"itemIdentifier": ""}]}
@@ -102,7 +100,7 @@ def test_misconfiguration_reports_every_record(
     monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
     handler = sqs_consumer(key="id", scope="x", sqs_client=sqs)(lambda b, c: None)
     records = [sqs_record({"id": "1"}), sqs_record({"id": "2"})]
-    response = handler(event(*records), FakeLambdaContext())
+    response = handler(event(*records), lambda_context())
     assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records]}
 
 
@@ -154,7 +152,7 @@ def test_16_threads_with_the_same_key_run_the_business_function_once(
         event(*[sqs_record({"id": "same-key", "v": 1}) for _ in range(3)]) for _ in range(16)
     ]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        responses = list(pool.map(lambda e: handler(e, FakeLambdaContext()), batches))
+        responses = list(pool.map(lambda e: handler(e, lambda_context()), batches))
 
     assert len(runs) == 1
     by_id = {r["messageId"]: r for batch in batches for r in batch["Records"]}
@@ -162,7 +160,7 @@ def test_16_threads_with_the_same_key_run_the_business_function_once(
     assert failed  # the losers that met the live lease were told to retry
     assert set(failed) <= set(by_id)
     # SQS redelivers them after the lease: now they are duplicates and nothing runs again
-    retry = handler(event(*[by_id[m] for m in failed]), FakeLambdaContext())
+    retry = handler(event(*[by_id[m] for m in failed]), lambda_context())
     assert retry == {"batchItemFailures": []}
     assert {r.outcome for r in handler.last_results} == {Outcome.DUPLICATE}
     assert len(runs) == 1
@@ -174,7 +172,7 @@ def test_same_key_records_in_one_batch_run_in_turn_so_repeats_are_duplicates(
     runs: list[int] = []
     handler = build(lambda b, c: runs.append(1))
     records = [sqs_record({"id": "k"}) for _ in range(5)] + [sqs_record({"id": "other"})]
-    assert handler(event(*records), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handler(event(*records), lambda_context()) == {"batchItemFailures": []}
     assert len(runs) == 2
     assert [r.outcome for r in handler.last_results] == [Outcome.PROCESSED] + [
         Outcome.DUPLICATE
@@ -192,7 +190,7 @@ def test_after_a_failure_the_same_keys_later_records_wait_for_redelivery(
 
     handler = build(flaky)
     records = [sqs_record({"id": "same"}) for _ in range(3)]
-    response = handler(event(*records), FakeLambdaContext())
+    response = handler(event(*records), lambda_context())
     assert attempts == [1]  # no immediate retry inside the batch
     assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records]}
     assert [r.outcome for r in handler.last_results] == [
@@ -227,7 +225,7 @@ def test_fifo_group_stops_at_its_first_failure_and_other_groups_go_on(
         fifo({"id": "b3"}, "acct-b"),
     ]
     handler = build(pay)
-    response = handler(event(*records), FakeLambdaContext())
+    response = handler(event(*records), lambda_context())
 
     assert response == {
         "batchItemFailures": [
@@ -263,7 +261,7 @@ def test_fifo_permanent_failure_goes_to_the_dlq_and_the_group_continues(
         fifo({"id": "p2", "poison": True}, "g"),
         fifo({"id": "p3"}, "g"),
     ]
-    assert handler(event(*records), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handler(event(*records), lambda_context()) == {"batchItemFailures": []}
     assert [r.outcome for r in handler.last_results] == [
         Outcome.PROCESSED,
         Outcome.PERMANENT,
@@ -280,7 +278,7 @@ def test_records_are_deferred_near_the_deadline(build: Callable[..., SqsConsumer
     ran: list[str] = []
     handler = build(lambda b, c: ran.append(b["id"]), deadline_margin_ms=5_000)
     records = [sqs_record({"id": f"d-{n}"}) for n in range(3)]
-    response = handler(event(*records), FakeLambdaContext(timeout_ms=4_000))
+    response = handler(event(*records), lambda_context(timeout_ms=4_000))
     assert ran == []
     assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records]}
     assert [r.outcome for r in handler.last_results] == [Outcome.DEFERRED] * 3
@@ -298,7 +296,7 @@ def test_deadline_stops_starting_records_part_way_through(
 
     handler = build(slow, concurrency=1, deadline_margin_ms=1_000)
     records = [sqs_record({"id": f"e-{n}"}) for n in range(3)]
-    response = handler(event(*records), FakeLambdaContext(timeout_ms=1_250))
+    response = handler(event(*records), lambda_context(timeout_ms=1_250))
     assert ran == ["e-0"]
     assert response == {
         "batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records[1:]]
@@ -308,7 +306,7 @@ def test_deadline_stops_starting_records_part_way_through(
 def test_fifo_deferral_skips_the_rest_of_the_group(build: Callable[..., SqsConsumer]) -> None:
     handler = build(lambda b, c: None, deadline_margin_ms=5_000)
     records = [fifo({"id": "f1"}, "g"), fifo({"id": "f2"}, "g")]
-    handler(event(*records), FakeLambdaContext(timeout_ms=1_000))
+    handler(event(*records), lambda_context(timeout_ms=1_000))
     assert [r.outcome for r in handler.last_results] == [Outcome.DEFERRED, Outcome.SKIPPED]
 
 
@@ -332,7 +330,7 @@ def test_default_margin_scales_with_short_timeouts(build: Callable[..., SqsConsu
     """Lambda's default timeout is 3 s: a fixed 5 s margin would defer every record."""
     ran: list[str] = []
     handler = build(lambda b, c: ran.append(b["id"]))
-    handler(event(sqs_record({"id": "short-1"})), FakeLambdaContext(timeout_ms=3_000))
+    handler(event(sqs_record({"id": "short-1"})), lambda_context(timeout_ms=3_000))
     assert ran == ["short-1"]
 
 

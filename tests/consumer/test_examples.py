@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from exactly_once import Outcome
-from tests.consumer.conftest import FakeLambdaContext, Queues, drain, event, sqs_record
+from tests.consumer.conftest import Queues, drain, event, lambda_context, sqs_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -49,13 +49,13 @@ def test_orders_records_each_order_once(
     bodies = [{"orderId": f"o-{n % 6}", "amount": n % 6} for n in range(10)]
     bodies.append({"orderId": "o-bad", "amount": -1})
     records = [sqs_record(b) for b in bodies]
-    handle(event(*records), FakeLambdaContext())
+    handle(event(*records), lambda_context())
     # in-progress losers of the same batch come back, as SQS would redeliver them
     for _ in range(3):
         failed = {r.message_id for r in handle.last_results if r.report_failure}
         if not failed:
             break
-        handle(event(*[r for r in records if r["messageId"] in failed]), FakeLambdaContext())
+        handle(event(*[r for r in records if r["messageId"] in failed]), lambda_context())
 
     entries = ledger(ddb, ledger_table)
     assert Counter(e["pk"]["S"] for e in entries) == {f"o-{n}": 1 for n in range(6)}
@@ -71,9 +71,9 @@ def test_orders_transient_failure_succeeds_on_retry_with_a_new_fence(
     from functions.orders.handler import handle
 
     record = sqs_record({"orderId": "o-retry", "amount": 3, "failTimes": 1})
-    first = handle(event(record), FakeLambdaContext())
+    first = handle(event(record), lambda_context())
     assert first == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
-    assert handle(event(record), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handle(event(record), lambda_context()) == {"batchItemFailures": []}
     [entry] = ledger(ddb, ledger_table)
     assert entry["fence"]["N"] == "2"
 
@@ -92,8 +92,8 @@ def test_payments_run_in_order_per_account_and_never_repeat(
         )
         for n in range(6)
     ]
-    assert handle(event(*records), FakeLambdaContext()) == {"batchItemFailures": []}
-    assert handle(event(*records), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handle(event(*records), lambda_context()) == {"batchItemFailures": []}
+    assert handle(event(*records), lambda_context()) == {"batchItemFailures": []}
     assert [r.outcome for r in handle.last_results] == [Outcome.DUPLICATE] * 6
     entries = ledger(ddb, ledger_table)
     assert sorted(e["pk"]["S"] for e in entries) == [f"p-{n}" for n in range(6)]
@@ -114,7 +114,7 @@ def test_payments_block_takeover_of_an_expired_lock(
     record = sqs_record(
         {"paymentId": "p-dead", "accountId": "a", "amount": "1"}, arn=arn, group_id="a"
     )
-    assert handle(event(record), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handle(event(record), lambda_context()) == {"batchItemFailures": []}
     assert [r.outcome for r in handle.last_results] == [Outcome.PERMANENT]
     assert handle.last_results[0].reason is not None
     assert handle.last_results[0].reason.startswith("LeaseExpired")

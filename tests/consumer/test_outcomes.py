@@ -21,10 +21,10 @@ from exactly_once import (
     sqs_consumer,
 )
 from tests.consumer.conftest import (
-    FakeLambdaContext,
     Queues,
     drain,
     event,
+    lambda_context,
     received_record,
     sqs_record,
 )
@@ -80,7 +80,7 @@ def test_new_record_runs_and_completes(
     make_consumer: MakeConsumer, calls: list[Any], store: IdempotencyStore, scope: str
 ) -> None:
     handler = make_consumer(recording(calls, {"charged": 5}))
-    response = handler(event(sqs_record({"orderId": "o-1", "amount": 5})), FakeLambdaContext())
+    response = handler(event(sqs_record({"orderId": "o-1", "amount": 5})), lambda_context())
     assert response == {"batchItemFailures": []}
     assert calls == [({"orderId": "o-1", "amount": 5}, "o-1", 1, 1)]
     record = store.get(scope, "o-1")
@@ -94,8 +94,8 @@ def test_new_record_runs_and_completes(
 def test_completed_duplicate_runs_nothing(make_consumer: MakeConsumer, calls: list[Any]) -> None:
     handler = make_consumer(recording(calls))
     body = {"orderId": "o-2"}
-    handler(event(sqs_record(body)), FakeLambdaContext())
-    response = handler(event(sqs_record(body)), FakeLambdaContext())  # a new messageId
+    handler(event(sqs_record(body)), lambda_context())
+    response = handler(event(sqs_record(body)), lambda_context())  # a new messageId
     assert response == {"batchItemFailures": []}
     assert len(calls) == 1
     assert outcomes(handler) == [Outcome.DUPLICATE]
@@ -112,7 +112,7 @@ def test_in_progress_duplicate_is_retried_later_and_hidden_until_the_lease_ends(
     store.acquire(scope, "o-3", lease_ms=60_000, owner="other:req", fingerprint=None)
     record = received_record(sqs, queues, {"orderId": "o-3"})
     handler = make_consumer(recording(calls), fingerprint=False)
-    response = handler(event(record), FakeLambdaContext())
+    response = handler(event(record), lambda_context())
     assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
     assert calls == []
     assert outcomes(handler) == [Outcome.IN_PROGRESS]
@@ -136,14 +136,14 @@ def test_business_exception_fails_retryably_then_succeeds(
 
     handler = make_consumer(flaky)
     record = sqs_record({"orderId": "o-4"})
-    first = handler(event(record), FakeLambdaContext())
+    first = handler(event(record), lambda_context())
     assert first == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
     failed = store.get(scope, "o-4")
     assert failed is not None
     assert failed.status is Status.FAILED
     assert failed.error == ErrorInfo("TimeoutError", "downstream timed out", retryable=True)
 
-    second = handler(event(record), FakeLambdaContext())
+    second = handler(event(record), lambda_context())
     assert second == {"batchItemFailures": []}
     assert attempts == [1, 2]
     done = store.get(scope, "o-4")
@@ -168,7 +168,7 @@ def test_permanent_error_goes_straight_to_the_dlq_with_its_reason(
 
     handler = make_consumer(reject)
     record = sqs_record({"orderId": "o-5"}, attributes={"tenant": "acme"})
-    assert handler(event(record), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
     assert outcomes(handler) == [Outcome.PERMANENT]
     stored = store.get(scope, "o-5")
     assert stored is not None
@@ -186,7 +186,7 @@ def test_permanent_error_goes_straight_to_the_dlq_with_its_reason(
         "eo-attempt": "1",
     }
     # a redelivered copy is dead-lettered again rather than run
-    assert handler(event(record), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
     assert outcomes(handler) == [Outcome.PERMANENT]
 
 
@@ -202,10 +202,10 @@ def test_replay_from_the_dlq_runs_a_permanent_failure_again(
         return "fixed"
 
     handler = make_consumer(fixed_on_second_try)
-    handler(event(sqs_record({"orderId": "o-6"})), FakeLambdaContext())
+    handler(event(sqs_record({"orderId": "o-6"})), lambda_context())
     [dead] = drain(sqs, queues.dlq_url)
     replayed = sqs_record(json.loads(dead["Body"]), attributes=dlq_attributes(dead))
-    assert handler(event(replayed), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handler(event(replayed), lambda_context()) == {"batchItemFailures": []}
     assert outcomes(handler) == [Outcome.PROCESSED]
     assert ran == [1, 2]
 
@@ -229,7 +229,7 @@ def test_unusable_messages_are_dead_lettered_without_running(
 ) -> None:
     handler = make_consumer(recording(calls))
     record = sqs_record(body)
-    assert handler(event(record), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
     assert calls == []
     [message] = drain(sqs, queues.dlq_url)
     assert message["Body"] == record["body"]
@@ -241,7 +241,7 @@ def test_raw_bodies_are_accepted_when_the_consumer_opts_in(
 ) -> None:
     handler = make_consumer(recording(calls), key=None, raw_body=True)
     record = sqs_record("plain,text,line")
-    assert handler(event(record), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
     assert calls == [("plain,text,line", record["messageId"], 1, 1)]
 
 
@@ -249,8 +249,8 @@ def test_fingerprint_mismatch_is_dead_lettered(
     make_consumer: MakeConsumer, calls: list[Any], sqs: SQSClient, queues: Queues
 ) -> None:
     handler = make_consumer(recording(calls))
-    handler(event(sqs_record({"orderId": "o-7", "amount": 1})), FakeLambdaContext())
-    response = handler(event(sqs_record({"orderId": "o-7", "amount": 999})), FakeLambdaContext())
+    handler(event(sqs_record({"orderId": "o-7", "amount": 1})), lambda_context())
+    response = handler(event(sqs_record({"orderId": "o-7", "amount": 999})), lambda_context())
     assert response == {"batchItemFailures": []}
     assert outcomes(handler) == [Outcome.PERMANENT]
     assert len(calls) == 1
@@ -262,8 +262,8 @@ def test_fingerprint_fields_limit_what_counts_as_the_same_payload(
     make_consumer: MakeConsumer, calls: list[Any]
 ) -> None:
     handler = make_consumer(recording(calls), fingerprint_fields=["amount"])
-    handler(event(sqs_record({"orderId": "o-8", "amount": 1, "sentAt": 1})), FakeLambdaContext())
-    handler(event(sqs_record({"orderId": "o-8", "amount": 1, "sentAt": 2})), FakeLambdaContext())
+    handler(event(sqs_record({"orderId": "o-8", "amount": 1, "sentAt": 1})), lambda_context())
+    handler(event(sqs_record({"orderId": "o-8", "amount": 1, "sentAt": 2})), lambda_context())
     assert outcomes(handler) == [Outcome.DUPLICATE]
     assert len(calls) == 1
 
@@ -278,7 +278,7 @@ def test_blocked_expired_lock_is_failed_for_a_person_and_dead_lettered(
 ) -> None:
     store.acquire(scope, "o-9", lease_ms=-1, owner="dead:req")  # a holder that died
     handler = make_consumer(recording(calls), block_takeover=True, fingerprint=False)
-    assert handler(event(sqs_record({"orderId": "o-9"})), FakeLambdaContext()) == {
+    assert handler(event(sqs_record({"orderId": "o-9"})), lambda_context()) == {
         "batchItemFailures": []
     }
     assert calls == []
@@ -296,7 +296,7 @@ def test_expired_lock_is_taken_over_by_default(
 ) -> None:
     store.acquire(scope, "o-10", lease_ms=-1, owner="dead:req")
     handler = make_consumer(recording(calls), fingerprint=False)
-    assert handler(event(sqs_record({"orderId": "o-10"})), FakeLambdaContext()) == {
+    assert handler(event(sqs_record({"orderId": "o-10"})), lambda_context()) == {
         "batchItemFailures": []
     }
     assert calls == [({"orderId": "o-10"}, "o-10", 2, 2)]
@@ -308,7 +308,7 @@ def test_permanent_failure_without_a_dlq_is_reported_failed_not_dropped(
 ) -> None:
     handler = make_consumer(recording(calls), dead_letter_queue_url="")
     record = sqs_record("not json")
-    assert handler(event(record), FakeLambdaContext()) == {
+    assert handler(event(record), lambda_context()) == {
         "batchItemFailures": [{"itemIdentifier": record["messageId"]}]
     }
 
@@ -319,7 +319,7 @@ def test_failed_dlq_send_is_reported_failed(
     missing = f"{moto_endpoint}/123456789012/no-such-queue"
     handler = make_consumer(recording(calls), dead_letter_queue_url=missing)
     record = sqs_record("not json")
-    assert handler(event(record), FakeLambdaContext()) == {
+    assert handler(event(record), lambda_context()) == {
         "batchItemFailures": [{"itemIdentifier": record["messageId"]}]
     }
     [result] = handler.last_results
@@ -348,7 +348,7 @@ def test_lease_lost_at_completion_keeps_the_other_holders_record(
         return "zombie result"
 
     handler = make_consumer(slow_zombie, fingerprint=False)
-    assert handler(event(sqs_record({"orderId": "o-11"})), FakeLambdaContext()) == {
+    assert handler(event(sqs_record({"orderId": "o-11"})), lambda_context()) == {
         "batchItemFailures": []
     }
     assert outcomes(handler) == [Outcome.LEASE_LOST]
@@ -384,7 +384,7 @@ def test_throttled_store_reports_the_record_failed(
         sqs_client=sqs,
     )(recording(calls))
     record = sqs_record({"orderId": "o-12"})
-    assert handler(event(record), FakeLambdaContext()) == {
+    assert handler(event(record), lambda_context()) == {
         "batchItemFailures": [{"itemIdentifier": record["messageId"]}]
     }
     assert calls == []
@@ -408,7 +408,7 @@ def test_long_work_extends_its_lease_and_a_lost_lease_says_so(
         return "done"
 
     handler = make_consumer(long_job, fingerprint=False)
-    assert handler(event(sqs_record({"orderId": "o-13"})), FakeLambdaContext()) == {
+    assert handler(event(sqs_record({"orderId": "o-13"})), lambda_context()) == {
         "batchItemFailures": []
     }
     assert seen == [True, True]

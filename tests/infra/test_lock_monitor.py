@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 import uuid
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -18,17 +17,10 @@ from exactly_once.schema import Status
 from exactly_once.store import IdempotencyStore
 from tests.infra.conftest import Synth
 from tools.dynamodb_local import DynamoDBLocal
+from tools.lambda_context import LocalLambdaContext
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-
-@dataclass(frozen=True)
-class FakeLambdaContext:
-    function_name: str = "lock-monitor"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:lock-monitor"
-    aws_request_id: str = "req-1"
 
 
 @pytest.fixture
@@ -96,7 +88,7 @@ def test_counts_stuck_and_failed_records(
 ) -> None:
     ids = seed(IdempotencyStore(table_from_template, client=ddb), "orders")
 
-    result = handler.handle({"source": "aws.events"}, FakeLambdaContext())
+    result = handler.handle({"source": "aws.events"}, LocalLambdaContext("lock-monitor"))
 
     assert result == {"StuckLocks": 1, "FailedRecords": 1}
     lines = emitted(capsys.readouterr().out)
@@ -119,7 +111,10 @@ def test_counts_stuck_and_failed_records(
 def test_reports_zero_when_nothing_is_pending(
     handler: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert handler.handle({}, FakeLambdaContext()) == {"StuckLocks": 0, "FailedRecords": 0}
+    assert handler.handle({}, LocalLambdaContext("lock-monitor")) == {
+        "StuckLocks": 0,
+        "FailedRecords": 0,
+    }
     (blob,) = [line for line in emitted(capsys.readouterr().out) if "_aws" in line]
     assert (blob["StuckLocks"], blob["FailedRecords"]) == ([0.0], [0.0])  # 0 keeps the alarm fed
 
