@@ -345,3 +345,13 @@ def test_default_margin_is_a_fifth_of_the_budget_within_bounds(
     config = ConsumerConfig(table_name="t", scope="s")
     assert config.margin_for(budget_ms) == margin_ms
     assert ConsumerConfig(table_name="t", scope="s", deadline_margin_ms=42).margin_for(1) == 42
+
+
+def test_fifo_record_with_malformed_attributes_is_dead_lettered_not_raised(
+    build: Callable[..., SqsConsumer],
+) -> None:
+    """Found by the fuzz test: `attributes` that is not a map once raised out of the handler."""
+    record = {"messageId": "m1", "body": "{}", "attributes": "x", "eventSourceARN": FIFO_ARN}
+    handler = build(lambda b, c: None)
+    assert handler({"Records": [record]}, lambda_context()) == {"batchItemFailures": []}
+    assert [r.outcome for r in handler.last_results] == [Outcome.PERMANENT]  # no key: to the DLQ

@@ -44,7 +44,10 @@ def is_replay(record: dict[str, Any]) -> bool:
 def group_id(record: Any) -> str | None:
     if not isinstance(record, dict):
         return None
-    value = (record.get("attributes") or {}).get("MessageGroupId")
+    attributes = record.get("attributes")
+    if not isinstance(attributes, dict):
+        return None
+    value = attributes.get("MessageGroupId")
     return str(value) if value is not None else None
 
 

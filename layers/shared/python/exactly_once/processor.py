@@ -16,6 +16,7 @@ from exactly_once import clients, observability
 from exactly_once.codec import fingerprint
 from exactly_once.config import ConsumerConfig
 from exactly_once.dead_letter import send_to_dead_letter_queue
+from exactly_once.effects import LeaseLost
 from exactly_once.errors import PermanentError
 from exactly_once.keys import KeySpec, resolve_key
 from exactly_once.messages import is_replay, message_id, parse_body, queue_url_from_arn
@@ -161,6 +162,11 @@ class RecordProcessor:
         assert lock is not None
         try:
             result = self.handler(body, ctx)
+        except LeaseLost as exc:  # a fenced effect was refused: a newer holder owns the record
+            observability.logger().warning(
+                "effect refused: lease lost", extra={"message_id": mid, "key": key}
+            )
+            return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
         except PermanentError as exc:
             error = ErrorInfo.from_exception(exc, retryable=False)
             if not self._fail(ctx, error):
@@ -226,10 +232,13 @@ class RecordProcessor:
                     "holder_status": holder.status if holder else None,
                 },
             )
+            # Reported failed, not succeeded: if this holder's (fenced) effect was refused and the
+            # newer holder then failed, deleting the message would leave nothing to retry the
+            # key. The redelivery costs one call and comes back as a duplicate at worst.
             return RecordResult(
                 ctx.message_id,
                 Outcome.LEASE_LOST,
-                False,
+                True,
                 key=ctx.key,
                 fence=ctx.fence,
                 takeover=takeover,

@@ -23,6 +23,7 @@ RESULT_SHA256 = "result_sha256"  # set instead of RESULT when the result is over
 RESULT_SIZE = "result_size"
 ERROR = "error"  # map: type, message, retryable, at
 FINGERPRINT = "fingerprint"
+EFFECT_FENCE = "effect_fence"  # the fence whose side effect was applied (see effects.py)
 
 # Sparse GSI: only IN_PROGRESS and FAILED records carry these two attributes. The partition key
 # is sharded so that a burst of in-flight work does not land on one index partition.

@@ -52,6 +52,7 @@ _NAMES = {
     "#ps": schema.PENDING_SHARD,
     "#pa": schema.PENDING_AT,
     "#retry": "retryable",
+    "#applied": schema.EFFECT_FENCE,
 }
 
 _HOLDS_LOCK = "#tok = :tok AND #st = :ip"
@@ -204,6 +205,10 @@ class IdempotencyStore:
             attempt=int(old.get(schema.ATTEMPTS, {"N": "0"})["N"]) + 1,
             lease_expires_at_ms=lease_until,
         )
+        if old_status is not None and not old_live:
+            # A TTL-expired record is a new one: its old effect mark must not count. Rare, so a
+            # second (fenced) write here keeps the common path at one call.
+            self._fenced_update(lock, "REMOVE #applied", {})
         return Acquisition(
             AcquireStatus.ACQUIRED,
             lock=lock,
