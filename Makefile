@@ -86,3 +86,6 @@ locks: setup ## List stuck IN_PROGRESS and FAILED records (ARGS e.g. "--stuck-on
 
 bench: setup ## Benchmark against Powertools; writes docs/benchmarks.md + .png, fails on a missed target
 	$(PY) -m benchmarks.run --full
+
+chaos: setup ## Fault injection on the local stack, layer vs Powertools; ARGS e.g. "--messages 2000 --crash 0.02"
+	$(PY) -m tools.cli chaos $(ARGS)

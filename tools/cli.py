@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from tools.chaos.command import chaos_cmd
 from tools.cli_common import OneLineErrorGroup
 from tools.event_command import event_cmd, event_samples_cmd
 from tools.invoke_command import invoke_cmd
@@ -58,6 +59,7 @@ app.command("event")(event_cmd)
 app.command("event-samples")(event_samples_cmd)
 app.command("invoke")(invoke_cmd)
 app.add_typer(locks_app, name="locks")
+app.command("chaos")(chaos_cmd)
 
 
 def main() -> None:

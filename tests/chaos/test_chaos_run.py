@@ -1,0 +1,99 @@
+"""CI's fault-injection run: the deployed stack, real worker processes, every fault, fixed seed.
+
+Small but dense: every kind of fault is planned at least once (crashes at each point, zombies
+at each point, throttles, dropped deletes, transient errors, duplicates, each kind of poison),
+and the books must close: one effect per key, every message processed or dead-lettered with
+its reason, nothing left IN_PROGRESS or FAILED-but-retryable.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from tools.chaos import injection
+from tools.chaos.consumers import by_names
+from tools.chaos.report import print_report
+from tools.chaos.runner import run_chaos
+from tools.chaos.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates
+from tools.chaos.workload import Kind
+from tools.cli import app
+from tools.local_stack import LocalStack
+
+SETTINGS = ChaosSettings(
+    messages=240,
+    rates=FaultRates(
+        duplicates=0.15,
+        poison=0.03,
+        transient=0.05,
+        crash=0.03,
+        zombie=0.01,
+        throttle=0.05,
+        delete_failure=0.05,
+    ),
+    seed=11,
+    workers=3,
+    drain_timeout_s=240,
+)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[LocalStack]:
+    with LocalStack(context={**DEPLOY_CONTEXT, "stackName": "ChaosCi"}) as running:
+        yield running
+
+
+@pytest.mark.timeout(400)
+def test_every_fault_injected_and_the_books_still_close(stack: LocalStack, tmp_path: Path) -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=140)
+    result = run_chaos(SETTINGS, by_names(["layer"]), console, stack=stack, workdir=tmp_path)
+    print_report(console, SETTINGS, result.plan, result.runs)
+    [run] = result.runs
+    report = out.getvalue()
+
+    # The faults happened: the planned ones fired, the random ones were drawn.
+    for point in injection.CRASH_POINTS:
+        assert run.events[f"crash: {point}"] >= 1, report
+    for point in injection.PAUSE_POINTS:
+        assert run.events[f"pause: {point}"] >= 1, report
+    assert run.pool.killed == run.events["crash"], report
+    assert run.pool.paused >= 2, report
+    assert min(run.pool.paused_s) > run.pause_s - 1, report
+    assert run.pool.exited_otherwise == 0, report
+    assert run.events["throttle"] >= 10, report
+    assert run.events["transient"] >= 1, report
+    assert run.batches["delete_dropped"] >= 1, report
+    assert run.batches["takeovers"] >= 1, report
+    assert result.plan.duplicates >= 30, report
+
+    # The invariants held.
+    verdict = run.verdict
+    assert run.drained, report
+    assert verdict.doubles == {}, report
+    assert verdict.missing == set(), report
+    assert verdict.exactly_once == verdict.expected == len(result.plan.keys), report
+    assert verdict.lost == [], report
+    assert verdict.stuck == [], report
+    assert verdict.retryable_failed == [], report
+    assert verdict.redriven == 0, report
+    assert verdict.left_in_queue == 0, report
+    assert verdict.poison == verdict.poison_with_reason == result.plan.poison, report
+    assert set(verdict.dead_lettered) == {"NonJsonBody", "PermanentError", "MissingKey"}, report
+    assert sum(verdict.dead_lettered.values()) == result.plan.poison, report
+    assert verdict.processed == len(result.plan.messages) - result.plan.poison, report
+    assert {m.kind for m in result.plan.messages} == set(Kind), report
+    assert verdict.ok
+
+
+def test_the_cli_registers_the_command() -> None:
+    result = CliRunner().invoke(app, ["chaos", "--help"])
+
+    assert result.exit_code == 0
+    assert "--consumers" in result.output
+    assert "--zombie" in result.output

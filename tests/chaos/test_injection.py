@@ -1,0 +1,83 @@
+"""Crash and pause points really kill and freeze a process, and log first."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+import pytest
+
+from tools.chaos import injection
+from tools.chaos.events import EVENT_DIR_ENV, read_events
+from tools.chaos.supervisor import process_state
+
+
+def run_point(event_dir: str, body: dict[str, object], receive_count: int) -> None:
+    os.environ[EVENT_DIR_ENV] = event_dir
+    injection.at_point(body, injection.AFTER_EFFECT, "k1", receive_count)
+
+
+def spawn(tmp_path: Path, body: dict[str, object], receive_count: int = 1) -> BaseProcess:
+    process = mp.get_context("spawn").Process(
+        target=run_point, args=(str(tmp_path), body, receive_count)
+    )
+    process.start()
+    return process
+
+
+def wait_for_state(pid: int, state: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while process_state(pid) != state:
+        assert time.monotonic() < deadline, f"process {pid} never reached state {state}"
+        time.sleep(0.05)
+
+
+def test_a_crash_point_sigkills_the_process_after_logging_it(tmp_path: Path) -> None:
+    process = spawn(tmp_path, {"crash": injection.AFTER_EFFECT})
+    process.join(20)
+
+    assert process.exitcode == -signal.SIGKILL
+    [event] = read_events(tmp_path)
+    assert (event["kind"], event["point"], event["key"]) == ("crash", "after-effect", "k1")
+
+
+def test_a_pause_point_stops_the_process_until_it_is_continued(tmp_path: Path) -> None:
+    process = spawn(tmp_path, {"pause": injection.AFTER_EFFECT})
+    assert process.pid is not None
+    wait_for_state(process.pid, "T")
+
+    os.kill(process.pid, signal.SIGCONT)
+    process.join(20)
+
+    assert process.exitcode == 0
+    assert [e["kind"] for e in read_events(tmp_path)] == ["pause", "resumed"]
+
+
+def test_points_fire_on_the_first_delivery_only(tmp_path: Path) -> None:
+    process = spawn(tmp_path, {"crash": injection.AFTER_EFFECT}, receive_count=2)
+    process.join(20)
+
+    assert process.exitcode == 0
+    assert list(read_events(tmp_path)) == []
+
+
+def test_transient_failures_follow_the_delivery_count() -> None:
+    with pytest.raises(injection.InjectedTransientError):
+        injection.maybe_fail({"failTimes": 2}, "k", 2)
+    injection.maybe_fail({"failTimes": 2}, "k", 3)
+    injection.maybe_fail("not a dict", "k", 1)
+
+
+def test_receive_count_reads_the_lambda_record() -> None:
+    assert injection.receive_count({"attributes": {"ApproximateReceiveCount": "3"}}) == 3
+    assert injection.receive_count({"attributes": {"ApproximateReceiveCount": "x"}}) == 1
+    assert injection.receive_count(None) == 1
+
+
+def test_process_state_of_a_missing_process_is_none() -> None:
+    assert process_state(2**22 + 12345) is None
+    assert process_state(os.getpid()) in {"R", "S"}

@@ -1,0 +1,67 @@
+"""Injected throttles go through botocore's own retries before a caller sees them."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.conftest import make_ddb_client
+from tools.chaos.throttling import THROTTLE_CODE, install_throttling
+from tools.dynamodb_local import DynamoDBLocal
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class Scripted(random.Random):
+    """A Random whose draws are given: 0.0 throttles, 0.99 lets the request through."""
+
+    def __init__(self, draws: list[float]) -> None:
+        super().__init__(0)
+        self.draws = draws
+
+    def random(self) -> float:
+        return self.draws.pop(0)
+
+
+def put(client: DynamoDBClient, table: str, key: str) -> int:
+    """PutItem; returns how many retries botocore needed."""
+    response = client.put_item(TableName=table, Item={"pk": {"S": key}, "sk": {"S": "s"}})
+    return response["ResponseMetadata"]["RetryAttempts"]
+
+
+def test_a_throttle_is_retried_by_botocore_and_the_call_succeeds(
+    dynamodb_local: DynamoDBLocal, ledger_table: str
+) -> None:
+    client = make_ddb_client(dynamodb_local.endpoint, max_attempts=3)
+    seen: list[str] = []
+    install_throttling(client, 0.5, Scripted([0.0, 0.99, 0.99]), seen.append)
+
+    assert put(client, ledger_table, "a") == 1
+    assert put(client, ledger_table, "b") == 0
+    assert seen == ["PutItem"]
+
+
+def test_throttles_past_the_last_attempt_reach_the_caller(
+    dynamodb_local: DynamoDBLocal, ledger_table: str
+) -> None:
+    client = make_ddb_client(dynamodb_local.endpoint, max_attempts=2)
+    seen: list[str] = []
+    install_throttling(client, 0.5, Scripted([0.0, 0.0]), seen.append)
+
+    with pytest.raises(ClientError) as raised:
+        put(client, ledger_table, "c")
+
+    assert raised.value.response["Error"]["Code"] == THROTTLE_CODE
+    assert raised.value.response["ResponseMetadata"]["RetryAttempts"] == 1
+    assert seen == ["PutItem", "PutItem"]
+
+
+def test_a_zero_rate_installs_nothing(dynamodb_local: DynamoDBLocal, ledger_table: str) -> None:
+    client = make_ddb_client(dynamodb_local.endpoint)
+    install_throttling(client, 0.0, Scripted([]))
+
+    assert put(client, ledger_table, "d") == 0

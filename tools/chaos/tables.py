@@ -1,0 +1,33 @@
+"""Fresh tables for each consumer run, so one run's records never meet another's."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tools.chaos.consumers import Library
+from tools.tables import create_idempotency_table, create_ledger_table
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+def create_powertools_table(client: DynamoDBClient, name: str) -> None:
+    """Powertools' documented schema: partition key `id` (S); TTL is irrelevant to a run."""
+    client.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1})
+
+
+def create_run_tables(client: DynamoDBClient, library: Library, prefix: str) -> tuple[str, str]:
+    """(idempotency table, ledger table) named after `prefix`."""
+    idempotency, ledger = f"{prefix}-idempotency", f"{prefix}-ledger"
+    if library is Library.POWERTOOLS:
+        create_powertools_table(client, idempotency)
+    else:
+        create_idempotency_table(client, idempotency)
+    create_ledger_table(client, ledger)
+    return idempotency, ledger
