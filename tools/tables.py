@@ -51,3 +51,18 @@ def create_ledger_table(client: DynamoDBClient, name: str) -> None:
         ],
     )
     client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1})
+
+
+def create_powertools_table(client: DynamoDBClient, name: str) -> None:
+    """Powertools' documented idempotency schema (key `id`, TTL `expiration`), for comparisons."""
+    client.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1})
+    client.update_time_to_live(
+        TableName=name,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
+    )

@@ -5,21 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tools.chaos.consumers import Library
-from tools.tables import create_idempotency_table, create_ledger_table
+from tools.tables import create_idempotency_table, create_ledger_table, create_powertools_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-
-def create_powertools_table(client: DynamoDBClient, name: str) -> None:
-    """Powertools' documented schema: partition key `id` (S); TTL is irrelevant to a run."""
-    client.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
-    client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1})
 
 
 def create_run_tables(client: DynamoDBClient, library: Library, prefix: str) -> tuple[str, str]:
