@@ -159,7 +159,7 @@ def render(report: DemoReport, console: Console) -> None:
     table.add_column("what")
     table.add_column("count", justify="right")
     table.add_row("messages sent", str(sum(report.sent.values())))
-    table.add_row("  of which duplicates (same business id)", str(report.duplicates_planned))
+    table.add_row("  of which duplicates (same id)", str(report.duplicates_planned))
     table.add_row("  of which poison", str(report.poison_planned))
     table.add_row("deliveries handed to handlers", str(t.get("received", 0)))
     table.add_row("executed (ran and completed)", str(t.get("processed", 0)))
