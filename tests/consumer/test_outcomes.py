@@ -72,6 +72,20 @@ def recording(calls: list[Any], result: Any = "ok") -> Callable[[Any, RecordCont
     return fn
 
 
+def first_attempt_raises(
+    error: Exception, result: str, attempts: list[int]
+) -> Callable[[Any, RecordContext], str]:
+    """A business function that raises on attempt 1 and returns `result` afterwards."""
+
+    def fn(body: Any, ctx: RecordContext) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise error
+        return result
+
+    return fn
+
+
 def outcomes(consumer: SqsConsumer) -> list[Outcome]:
     return [r.outcome for r in consumer.last_results]
 
@@ -127,13 +141,7 @@ def test_business_exception_fails_retryably_then_succeeds(
     make_consumer: MakeConsumer, store: IdempotencyStore, scope: str
 ) -> None:
     attempts: list[int] = []
-
-    def flaky(body: Any, ctx: RecordContext) -> str:
-        attempts.append(ctx.attempt)
-        if ctx.attempt == 1:
-            raise TimeoutError("downstream timed out")
-        return "second time lucky"
-
+    flaky = first_attempt_raises(TimeoutError("downstream timed out"), "lucky", attempts)
     handler = make_consumer(flaky)
     record = sqs_record({"orderId": "o-4"})
     first = handler(event(record), lambda_context())
@@ -194,14 +202,7 @@ def test_replay_from_the_dlq_runs_a_permanent_failure_again(
     make_consumer: MakeConsumer, sqs: SQSClient, queues: Queues
 ) -> None:
     ran: list[int] = []
-
-    def fixed_on_second_try(body: Any, ctx: RecordContext) -> str:
-        ran.append(ctx.attempt)
-        if ctx.attempt == 1:
-            raise PermanentError("bad data")
-        return "fixed"
-
-    handler = make_consumer(fixed_on_second_try)
+    handler = make_consumer(first_attempt_raises(PermanentError("bad data"), "fixed", ran))
     handler(event(sqs_record({"orderId": "o-6"})), lambda_context())
     [dead] = drain(sqs, queues.dlq_url)
     replayed = sqs_record(json.loads(dead["Body"]), attributes=dlq_attributes(dead))
