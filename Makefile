@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION ?= 1
 export PYTHONPATH := $(CURDIR)/layers/shared/python:$(CURDIR)
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup lint typecheck unit test run bench chaos synth deploy destroy send replay invoke locks layer clean
+.PHONY: help setup lint typecheck unit test run bench chaos model synth deploy destroy send replay invoke locks layer clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -86,6 +86,12 @@ locks: setup ## List stuck IN_PROGRESS and FAILED records (ARGS e.g. "--stuck-on
 
 bench: setup ## Benchmark against Powertools; writes docs/benchmarks.md + .png, fails on a missed target
 	$(PY) -m benchmarks.run --full
+
+MODEL_EXAMPLES ?= 1000
+MODEL_STEPS ?= 60
+model: setup ## Long random exploration of the store's state machine (MODEL_EXAMPLES, MODEL_STEPS)
+	EO_MODEL_EXAMPLES=$(MODEL_EXAMPLES) EO_MODEL_STEPS=$(MODEL_STEPS) EO_MODEL_RANDOM=1 \
+		$(BIN)/pytest tests/store/test_model.py -p no:cacheprovider --timeout=0
 
 chaos: setup ## Fault injection on the local stack, layer vs Powertools; ARGS e.g. "--messages 2000 --crash 0.02"
 	$(PY) -m tools.cli chaos $(ARGS)

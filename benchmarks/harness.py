@@ -107,23 +107,30 @@ def _in_process(rig: Rig, settings: Settings, progress: Progress) -> _InProcess:
     return _InProcess(round_trip, round_trip_10, counts, wall, cpu_result, no_latency)
 
 
-def run(dynamodb_endpoint: str, settings: Settings, progress: Progress = lambda _: None) -> Results:
-    load_before = load_average()
+@contextlib.contextmanager
+def bench_rig(dynamodb_endpoint: str, settings: Settings) -> Iterator[Rig]:
+    """A rig with a moto server for SQS and both consumers' tables, dropped on the way out."""
     with MotoServer() as moto:
         rig = Rig(dynamodb_endpoint, moto.endpoint, settings.latency_ms / 1000)
         rig.create_tables()
         try:
-            with quiet_stdout():
-                measured = _in_process(rig, settings, progress)
-            progress("peak memory")
-            memory_result = memory.measure(
-                dynamodb_endpoint,
-                {"layer": rig.layer_table, "powertools": rig.powertools_table},
-                settings.memory_batches,
-                settings.memory_runs,
-            )
+            yield rig
         finally:
             rig.drop_tables()
+
+
+def run(dynamodb_endpoint: str, settings: Settings, progress: Progress = lambda _: None) -> Results:
+    load_before = load_average()
+    with bench_rig(dynamodb_endpoint, settings) as rig:
+        with quiet_stdout():
+            measured = _in_process(rig, settings, progress)
+        progress("peak memory")
+        memory_result = memory.measure(
+            dynamodb_endpoint,
+            {"layer": rig.layer_table, "powertools": rig.powertools_table},
+            settings.memory_batches,
+            settings.memory_runs,
+        )
     progress("cold-start imports")
     import_result = imports.measure(settings.import_runs, settings.import_cases)
     environment = describe(settings)

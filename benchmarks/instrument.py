@@ -9,18 +9,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 
-def add_latency(client: Any, seconds: float) -> None:
+def add_latency(client: Any, seconds: float, sleep: Callable[[float], object] = time.sleep) -> None:
     """Sleep before every HTTP attempt, modelling an in-region round trip.
 
     `before-send` fires once per attempt (retries included) and the sleep releases the GIL,
-    so concurrent requests overlap their waits as real network I/O would.
+    so concurrent requests overlap their waits as real network I/O would. `sleep` is
+    replaceable so a test can see which requests were delayed without timing them.
     """
 
     def wait(**_: Any) -> None:
-        time.sleep(seconds)
+        sleep(seconds)
 
     client.meta.events.register("before-send", wait)
 

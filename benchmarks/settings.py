@@ -30,7 +30,7 @@ class Settings:
 
 
 FULL = Settings(name="full")
-# Small enough for CI (well under a minute), measuring what the targets need.
+# `python -m benchmarks.run` without --full: a first look at the targets in well under a minute.
 QUICK = Settings(
     name="quick",
     warmup_s=8.0,
@@ -44,6 +44,22 @@ QUICK = Settings(
     import_runs=7,
     import_cases=(BARE, LAYER),
     memory_batches=5,
+    memory_runs=1,
+)
+# tests/bench: every measurement once, so CI proves the pipeline behind the report still runs
+# end to end. Its times are not checked (too few samples, on a shared machine); its call counts are.
+SMOKE = Settings(
+    name="smoke",
+    io_ms=1.0,
+    warmup_s=0.0,
+    in_progress_records=3,
+    batch_sizes=(10,),
+    wall_repetitions=1,
+    cpu_batches=1,
+    cpu_repetitions=1,
+    import_runs=1,
+    import_cases=(BARE, LAYER),
+    memory_batches=1,
     memory_runs=1,
 )
 

@@ -9,19 +9,13 @@ from benchmarks.harness import Results
 from benchmarks.imports import BARE, LAYER
 from benchmarks.rig import Variant
 
+# Only `make bench` checks these: `make test` asserts no wall-clock time, because a loaded
+# machine skews it (tests/bench checks the call counts and the batch's concurrency exactly).
 EXPECTED_CALLS = {Case.NEW: 2, Case.DUPLICATE: 1, Case.IN_PROGRESS: 1}
 MIN_IO_SPEEDUP = 5.0
 MAX_CPU_RATIO = 1.0
 MAX_IMPORT_OVER_BOTO3_S = 0.020
 CLOSE = 0.10  # within 10% of its threshold, a result can flip between runs on the same machine
-
-# CI's quick variant is a regression guard, not the benchmark: it shares a 2-core machine with
-# whatever else runs there, and a run measured under load showed the CPU ratio at up to 1.05 and
-# the speed-up down to 4.6x while `make bench` met every target. The margins below still catch a
-# real regression (a serialised batch is ~1x, not 4x); `make bench` asserts the targets above.
-CI_MIN_IO_SPEEDUP = 4.0
-CI_MAX_CPU_RATIO = 1.15
-CI_MAX_IMPORT_OVER_BOTO3_S = 0.030
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tools.message_attributes import error_type
 from tools.send import OutgoingMessage
 
 if TYPE_CHECKING:
@@ -142,10 +143,7 @@ def dead_letter_reasons(sqs: SQSClient, queue_url: str) -> Counter[str]:
         if not got:
             break
         for message in got:
-            attrs = message.get("MessageAttributes", {})
-            marked = attrs.get("eo-error-type")
-            reason = marked["StringValue"] if marked and "StringValue" in marked else REDRIVEN
-            reasons[reason] += 1
+            reasons[error_type(message.get("MessageAttributes", {})) or REDRIVEN] += 1
             handles.append(message["ReceiptHandle"])
     for handle in handles:  # make them visible again: this was only a look
         sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)

@@ -1,13 +1,15 @@
 """SQS message attributes as the CLI spells them, as SQS returns them, and as JSON.
 
 `send` parses `Name=Value` / `Name:Type=Value`; `replay` copies received attributes (String,
-Number and Binary, including the layer's `eo-*` markers) onto the re-sent message unchanged.
+Number and Binary, including the layer's `eo-*` markers) onto the re-sent message unchanged:
+the consumer needs them as they are (the replay nonce, the originals packed in `eo-failure`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,10 @@ if TYPE_CHECKING:
 
 ERROR_TYPE_ATTRIBUTE = "eo-error-type"
 """Set by the layer on messages it dead-letters itself (see the replay docs)."""
+PACKED_ATTRIBUTE = "eo-failure"
+"""The layer's attributes as one JSON object, when the message had too many to add them."""
+OVERFLOW_KEY = "eo-overflow-attributes"
+"""Inside the packed JSON: original attributes (Lambda event form) that did not fit."""
 
 _BASE_TYPES = ("String", "Number", "Binary")
 
@@ -103,3 +109,49 @@ def scalar(attr: MessageAttributeValueOutputTypeDef) -> str | None:
     if "BinaryValue" in attr:
         return base64.b64encode(attr["BinaryValue"]).decode("ascii")
     return None
+
+
+def error_type(received: Mapping[str, MessageAttributeValueOutputTypeDef]) -> str | None:
+    """The layer's `eo-error-type`, plain or packed in `eo-failure`; None if neither."""
+    if ERROR_TYPE_ATTRIBUTE in received:
+        return scalar(received[ERROR_TYPE_ATTRIBUTE])
+    value = _packed(received).get(ERROR_TYPE_ATTRIBUTE)
+    return value if isinstance(value, str) else None
+
+
+def unpacked(
+    received: Mapping[str, MessageAttributeValueOutputTypeDef],
+) -> dict[str, MessageAttributeValueOutputTypeDef]:
+    """The received attributes plus the originals the layer packed into `eo-failure`.
+
+    What filters should look at: a message with many attributes carries some of its own only
+    inside the packed JSON. Malformed packed entries are skipped.
+    """
+    out = dict(received)
+    overflow = _packed(received).get(OVERFLOW_KEY)
+    for name, value in (overflow if isinstance(overflow, dict) else {}).items():
+        if name in out or not isinstance(value, dict) or not isinstance(value.get("dataType"), str):
+            continue
+        attr: MessageAttributeValueOutputTypeDef = {"DataType": value["dataType"]}
+        if isinstance(value.get("binaryValue"), str):
+            try:
+                attr["BinaryValue"] = base64.b64decode(value["binaryValue"], validate=True)
+            except (binascii.Error, ValueError):
+                continue
+        elif isinstance(value.get("stringValue"), str):
+            attr["StringValue"] = value["stringValue"]
+        else:
+            continue
+        out[name] = attr
+    return out
+
+
+def _packed(received: Mapping[str, MessageAttributeValueOutputTypeDef]) -> dict[str, object]:
+    text = received[PACKED_ATTRIBUTE].get("StringValue") if PACKED_ATTRIBUTE in received else None
+    if not isinstance(text, str):
+        return {}
+    try:
+        packed = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return packed if isinstance(packed, dict) else {}

@@ -4,7 +4,9 @@ Unlike SQS's own message-move task, this can filter (body text, attributes, the 
 `eo-error-type`), preview, keep a backup and copy without deleting. A message is deleted from
 the DLQ only after SendMessageBatch confirmed that very entry, so a partial batch failure can
 never lose a message. Replayed messages get new SQS messageIds: consumers recognise a replay
-by its business id, not by the messageId.
+by its business id, not by the messageId. Attributes are copied unchanged (never more than the
+ten the message had): the layer's `eo-replay-nonce` is what lets a permanent failure run again,
+and `eo-failure` carries any originals that did not fit beside the layer's own.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from tools.message_attributes import ERROR_TYPE_ATTRIBUTE, for_send, scalar, to_json
+from tools.message_attributes import error_type, for_send, scalar, to_json, unpacked
 from tools.send import EntryFailure, OutgoingMessage, send_batch
 
 if TYPE_CHECKING:
@@ -53,14 +55,11 @@ class MessageFilter:
             if not found:
                 return False
         received = message.get("MessageAttributes", {})
+        originals = unpacked(received)  # the layer may have packed some into eo-failure
         for name, wanted in self.attributes.items():
-            if name not in received or scalar(received[name]) != wanted:
+            if name not in originals or scalar(originals[name]) != wanted:
                 return False
-        if self.error_types:
-            error = received.get(ERROR_TYPE_ATTRIBUTE)
-            if error is None or scalar(error) not in self.error_types:
-                return False
-        return True
+        return not self.error_types or error_type(received) in self.error_types
 
 
 @dataclass(frozen=True)
@@ -150,11 +149,10 @@ def backup_record(
 def preview(message: MessageTypeDef) -> dict[str, Any]:
     """What a dry run shows about a message that would move."""
     attributes = message.get("MessageAttributes", {})
-    error = attributes.get(ERROR_TYPE_ATTRIBUTE)
     return {
         "messageId": message["MessageId"],
         "groupId": message.get("Attributes", {}).get("MessageGroupId"),
-        "errorType": scalar(error) if error else None,
+        "errorType": error_type(attributes),
         "attributes": sorted(attributes),
         "body": message.get("Body", ""),
     }

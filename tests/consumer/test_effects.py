@@ -53,7 +53,8 @@ def test_effect_is_written_once_and_duplicates_write_nothing(
     handler(event(record, sqs_record({"id": "e-1"})), lambda_context())
     handler(event(record), lambda_context())
     [entry] = entries(ddb, ledger_table, "e-1")
-    assert entry["fence"]["N"] == "1"
+    assert [r.outcome for r in handler.last_results] == [Outcome.DUPLICATE]
+    assert entry["message_id"]["S"] == record["messageId"]
 
 
 def test_a_zombies_effect_is_refused_and_its_message_retried(
@@ -82,7 +83,7 @@ def test_a_zombies_effect_is_refused_and_its_message_retried(
     }
     assert [r.outcome for r in handler.last_results] == [Outcome.LEASE_LOST]
     [entry] = entries(ddb, ledger_table, "e-2")
-    assert entry["fence"]["N"] == "2"
+    assert entry["message_id"]["S"] == "m-new"  # the newer holder's, not the zombie's
 
 
 def test_a_takeover_after_a_crash_between_effect_and_completion_skips_the_effect(
@@ -95,16 +96,18 @@ def test_a_takeover_after_a_crash_between_effect_and_completion_skips_the_effect
     store = IdempotencyStore(idempotency_table, client=ddb)
     crashed = store.acquire(scope, "e-3", lease_ms=-1, owner="crashed:req")  # lease already over
     assert crashed.lock is not None
-    crashed_ctx = RecordContext("m-old", "e-3", 1, 1, {}, None, store, crashed.lock)
+    crashed_ctx = RecordContext(
+        "m-old", "e-3", crashed.lock.fence, 1, {}, None, store, crashed.lock
+    )
     assert record_effect(crashed_ctx, {"by": "crashed"}, table=ledger_table) is not None
     # ...and it died before completing. The redelivery takes over:
     written: list[str | None] = []
     handler = build(lambda b, c: written.append(record_effect(c, {"by": "b"}, table=ledger_table)))
     assert handler(event(sqs_record({"id": "e-3"})), lambda_context()) == {"batchItemFailures": []}
-    assert written == [None]  # already applied by fence 1
+    assert written == [None]  # already applied by the crashed holder
     assert [r.takeover for r in handler.last_results] == [True]
     [entry] = entries(ddb, ledger_table, "e-3")
-    assert entry["fence"]["N"] == "1"
+    assert entry["fence"]["N"] == str(crashed.lock.fence)
 
 
 def test_a_retry_after_the_effect_does_not_repeat_it(
@@ -122,22 +125,25 @@ def test_a_retry_after_the_effect_does_not_repeat_it(
     assert len(entries(ddb, ledger_table, "e-4")) == 1
 
 
-def test_a_ttl_expired_record_gets_a_fresh_effect(
+def test_after_the_record_expires_the_effect_item_still_stops_a_second_effect(
     ddb: DynamoDBClient, idempotency_table: str, ledger_table: str, scope: str
 ) -> None:
     now = [time.time()]
     store = IdempotencyStore(idempotency_table, client=ddb, clock=lambda: now[0])
     first = store.acquire(scope, "e-5", lease_ms=60_000, owner="a")
     assert first.lock is not None
-    ctx = RecordContext("m1", "e-5", 1, 1, {}, None, store, first.lock)
+    ctx = RecordContext("m1", "e-5", first.lock.fence, 1, {}, None, store, first.lock)
     assert record_effect(ctx, {"run": 1}, table=ledger_table) is not None
     store.complete(first.lock, "done")
-    now[0] += store.record_ttl_s + 1  # the record expired: the key is new again
+    now[0] += store.record_ttl_s + 1  # the record expired: the key is new again for the lock
     second = store.acquire(scope, "e-5", lease_ms=60_000, owner="b")
     assert second.lock is not None
-    ctx2 = RecordContext("m2", "e-5", second.lock.fence, 2, {}, None, store, second.lock)
-    assert record_effect(ctx2, {"run": 2}, table=ledger_table) is not None
-    assert len(entries(ddb, ledger_table, "e-5")) == 2
+    assert second.lock.fence > first.lock.fence
+    ctx2 = RecordContext("m2", "e-5", second.lock.fence, 1, {}, None, store, second.lock)
+    assert record_effect(ctx2, {"run": 2}, table=ledger_table) is None  # ...but not the effect
+    assert len(entries(ddb, ledger_table, "e-5")) == 1
+    # a differently named effect of the same key is its own item
+    assert record_effect(ctx2, {"run": 2}, table=ledger_table, name="refund") is not None
 
 
 def test_a_context_without_a_lock_cannot_write_an_effect(ledger_table: str) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import Outcome
+from exactly_once import IdempotencyStore, Outcome
 from tests.consumer.conftest import Queues, drain, event, lambda_context, sqs_record
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def ledger(ddb: DynamoDBClient, table: str) -> list[dict[str, Any]]:
 
 
 def test_orders_records_each_order_once(
-    deployed_env: Queues, ddb: DynamoDBClient, ledger_table: str, sqs: SQSClient
+    deployed_env: Queues, ddb: DynamoDBClient, ledger_table: str, sqs: SQSClient, scope: str
 ) -> None:
     from functions.orders.handler import handle
 
@@ -59,14 +59,14 @@ def test_orders_records_each_order_once(
 
     entries = ledger(ddb, ledger_table)
     assert Counter(e["pk"]["S"] for e in entries) == {f"o-{n}": 1 for n in range(6)}
-    assert all(e["fence"]["N"] == "1" for e in entries)
+    assert all(e["sk"]["S"] == f"{scope}#effect" for e in entries)  # one key per order
     [dead] = drain(sqs, deployed_env.dlq_url)
     assert json.loads(dead["Body"]) == {"orderId": "o-bad", "amount": -1}
     assert dead["MessageAttributes"]["eo-error-type"]["StringValue"] == "PermanentError"
 
 
 def test_orders_transient_failure_succeeds_on_retry_with_a_new_fence(
-    deployed_env: Queues, ddb: DynamoDBClient, ledger_table: str
+    deployed_env: Queues, ddb: DynamoDBClient, ledger_table: str, idempotency_table: str, scope: str
 ) -> None:
     from functions.orders.handler import handle
 
@@ -75,7 +75,10 @@ def test_orders_transient_failure_succeeds_on_retry_with_a_new_fence(
     assert first == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
     assert handle(event(record), lambda_context()) == {"batchItemFailures": []}
     [entry] = ledger(ddb, ledger_table)
-    assert entry["fence"]["N"] == "2"
+    stored = IdempotencyStore(idempotency_table, client=ddb).get(scope, "o-retry")
+    assert stored is not None
+    assert stored.attempts == 2
+    assert entry["fence"]["N"] == str(stored.fence)  # written by the second holder
 
 
 def test_payments_run_in_order_per_account_and_never_repeat(

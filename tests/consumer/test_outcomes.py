@@ -66,7 +66,7 @@ def store(ddb: DynamoDBClient, idempotency_table: str) -> IdempotencyStore:
 
 def recording(calls: list[Any], result: Any = "ok") -> Callable[[Any, RecordContext], Any]:
     def fn(body: Any, ctx: RecordContext) -> Any:
-        calls.append((body, ctx.key, ctx.fence, ctx.attempt))
+        calls.append((body, ctx.key, ctx.attempt))
         return result
 
     return fn
@@ -96,7 +96,7 @@ def test_new_record_runs_and_completes(
     handler = make_consumer(recording(calls, {"charged": 5}))
     response = handler(event(sqs_record({"orderId": "o-1", "amount": 5})), lambda_context())
     assert response == {"batchItemFailures": []}
-    assert calls == [({"orderId": "o-1", "amount": 5}, "o-1", 1, 1)]
+    assert calls == [({"orderId": "o-1", "amount": 5}, "o-1", 1)]
     record = store.get(scope, "o-1")
     assert record is not None
     assert record.status is Status.COMPLETED
@@ -157,7 +157,7 @@ def test_business_exception_fails_retryably_then_succeeds(
     done = store.get(scope, "o-4")
     assert done is not None
     assert done.status is Status.COMPLETED
-    assert done.fence == 2
+    assert done.attempts == 2
 
 
 def dlq_attributes(message: dict[str, Any]) -> dict[str, str]:
@@ -192,7 +192,9 @@ def test_permanent_error_goes_straight_to_the_dlq_with_its_reason(
         "eo-consumer": scope,
         "eo-original-message-id": record["messageId"],
         "eo-attempt": "1",
+        "eo-replay-nonce": stored.replay_nonce,  # only a replay of this copy may re-run it
     }
+    assert stored.replay_nonce is not None
     # a redelivered copy is dead-lettered again rather than run
     assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
     assert outcomes(handler) == [Outcome.PERMANENT]
@@ -243,7 +245,7 @@ def test_raw_bodies_are_accepted_when_the_consumer_opts_in(
     handler = make_consumer(recording(calls), key=None, raw_body=True)
     record = sqs_record("plain,text,line")
     assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
-    assert calls == [("plain,text,line", record["messageId"], 1, 1)]
+    assert calls == [("plain,text,line", record["messageId"], 1)]
 
 
 def test_fingerprint_mismatch_is_dead_lettered(
@@ -300,7 +302,7 @@ def test_expired_lock_is_taken_over_by_default(
     assert handler(event(sqs_record({"orderId": "o-10"})), lambda_context()) == {
         "batchItemFailures": []
     }
-    assert calls == [({"orderId": "o-10"}, "o-10", 2, 2)]
+    assert calls == [({"orderId": "o-10"}, "o-10", 2)]
     assert [r.takeover for r in handler.last_results] == [True]
 
 
@@ -358,7 +360,7 @@ def test_lease_lost_at_completion_keeps_the_other_holders_record_and_retries(
     stored = future.get(scope, "o-11")
     assert stored is not None
     assert stored.result == "the other holder's result"
-    assert stored.fence == 2
+    assert stored.attempts == 2
     assert any(
         r.levelname == "ERROR" and "LEASE LOST at completion" in r.getMessage()
         for r in caplog.records

@@ -133,7 +133,7 @@ def record(record_id: str) -> StoredRecord:
         expires_at_s=None,
         fingerprint=None,
         error=None,
-        result=None,
+        result_text=None,
         result_sha256=None,
         result_size=None,
     )

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 LEASE_MS = 30_000
+FIRST_FENCE = int(FakeClock().now * 1000) + 1
 
 
 @pytest.fixture
@@ -44,7 +45,8 @@ class TestAcquireOutcomes:
         got = acquire(store, scope, fingerprint="fp-1")
         assert got.status is AcquireStatus.ACQUIRED
         assert got.lock is not None
-        assert (got.lock.fence, got.lock.attempt, got.takeover, got.retry) == (1, 1, False, False)
+        assert (got.lock.attempt, got.takeover, got.retry) == (1, False, False)
+        assert got.lock.fence == FIRST_FENCE  # the clock's epoch ms + 1: see test_edges
         item = raw_item(ddb, idempotency_table, scope)
         assert item["status"]["S"] == "IN_PROGRESS"
         assert item["lock_token"]["S"] == got.lock.token
@@ -81,7 +83,7 @@ class TestAcquireOutcomes:
         again = acquire(store, scope)
         assert again.status is AcquireStatus.ACQUIRED
         assert again.retry is True
-        assert (again.lock.fence, again.lock.attempt) == (2, 2)
+        assert (again.lock.fence, again.lock.attempt) == (lock.fence + 1, 2)
 
     def test_permanent_failure_is_not_reacquired_and_keeps_its_error(
         self, store: IdempotencyStore, scope: str
@@ -93,14 +95,21 @@ class TestAcquireOutcomes:
         assert got.record.error == ErrorInfo("ValueError", "bad amount", retryable=False)
         assert got.record.status is Status.FAILED
 
-    def test_replay_may_retry_a_permanent_failure(
+    def test_only_the_failures_own_replay_nonce_retries_a_permanent_failure(
         self, store: IdempotencyStore, scope: str
     ) -> None:
         lock = acquire(store, scope).lock
-        store.fail(lock, ErrorInfo("ValueError", "bad amount", retryable=False))
-        got = acquire(store, scope, retry_permanent=True)
+        failed = store.fail(lock, ErrorInfo("ValueError", "bad amount", retryable=False))
+        assert failed.replay_nonce is not None
+        forged = acquire(store, scope, replay_nonce="0" * 32)
+        assert forged.status is AcquireStatus.FAILED_PERMANENTLY
+        assert forged.record.replay_nonce == failed.replay_nonce  # what a DLQ copy carries
+        got = acquire(store, scope, replay_nonce=failed.replay_nonce)
         assert got.status is AcquireStatus.ACQUIRED
-        assert got.lock.fence == 2
+        assert got.lock.fence == lock.fence + 1
+        after = store.get(scope, "k1")
+        assert after is not None
+        assert after.replay_nonce is None  # used up: a second replay is stale
 
     def test_reset_makes_a_permanent_failure_retryable(
         self, store: IdempotencyStore, scope: str
@@ -133,12 +142,12 @@ class TestLeases:
     def test_expired_lease_is_taken_over(
         self, store: IdempotencyStore, scope: str, clock: FakeClock
     ) -> None:
-        acquire(store, scope)
+        first = acquire(store, scope)
         clock.advance(LEASE_MS / 1000 + 0.001)
         got = acquire(store, scope, owner="fn:req-2")
         assert got.status is AcquireStatus.ACQUIRED
         assert got.takeover is True
-        assert got.lock.fence == 2
+        assert got.lock.fence == first.lock.fence + 1
 
     def test_lease_is_honoured_to_the_millisecond(
         self, store: IdempotencyStore, scope: str, clock: FakeClock
@@ -161,8 +170,10 @@ class TestLeases:
         stored = store.get(scope, "k1")
         assert stored is not None
         assert stored.status is Status.FAILED
-        # a person replays it deliberately
-        assert acquire(store, scope, retry_permanent=True).status is AcquireStatus.ACQUIRED
+        # a person replays it deliberately: the DLQ message carries the failure's nonce
+        nonce = got.record.replay_nonce
+        assert nonce is not None
+        assert acquire(store, scope, replay_nonce=nonce).status is AcquireStatus.ACQUIRED
 
     def test_blocking_consumer_still_waits_for_a_live_lease(
         self, store: IdempotencyStore, scope: str
@@ -193,7 +204,7 @@ class TestLeases:
         assert store.release(lock, "deadline").ok
         got = acquire(store, scope)
         assert got.status is AcquireStatus.ACQUIRED
-        assert got.lock.fence == 2
+        assert got.lock.fence == lock.fence + 1
 
 
 class TestZombie:
@@ -240,8 +251,7 @@ class TestZombie:
             assert got.status is AcquireStatus.ACQUIRED
             fences.append(got.lock.fence)
             clock.advance(LEASE_MS / 1000 + 1)
-        assert fences == sorted(set(fences))
-        assert fences == [1, 2, 3, 4, 5, 6]
+        assert fences == [fences[0] + n for n in range(6)]
 
     def test_complete_never_creates_a_record(
         self, store: IdempotencyStore, scope: str, ddb: DynamoDBClient, idempotency_table: str
@@ -269,7 +279,7 @@ class TestExpiry:
         got = acquire(store, scope, fingerprint="new")  # a new payload is fine: the old one expired
         assert got.status is AcquireStatus.ACQUIRED
         assert got.takeover is False
-        assert got.lock.fence == 2  # the fence never goes back
+        assert got.lock.fence > lock.fence  # the fence never goes back
         assert "result" not in raw_item(ddb, idempotency_table, scope)
 
 
@@ -315,7 +325,8 @@ class TestResults:
         assert store.complete(acquire(store, scope).lock, object()).ok
         record = acquire(store, scope).record
         assert record.status is Status.COMPLETED
-        assert record.result_sha256 is not None
+        assert record.result is None
+        assert record.result_omitted == "not storable: Unstorable: object is not storable"
 
 
 class TestPendingIndex:

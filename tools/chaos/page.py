@@ -66,13 +66,16 @@ FAULTS = """\
 CONSUMERS = """\
 ## The consumers
 
-* **layer, fenced effect**: `@sqs_consumer(key="orderId")` with the effect written the way an
-  exactly-once consumer must write it when the effect lives in DynamoDB: one
-  `TransactWriteItems` that puts the ledger item and sets `effect_fence` on the idempotency
-  record, conditioned on `fence = <my fence> AND status = IN_PROGRESS AND
-  attribute_not_exists(effect_fence)` (`tools/chaos/effects.py`). A zombie's fence has moved on,
-  so its write is refused; a takeover after a crash between effect and completion finds the
-  mark and skips the effect. This is the consumer `make chaos` fails on.
+* **layer, fenced effect**: `@sqs_consumer(key="orderId")` with the effect written by the layer's
+  `exactly_once.ledger.record_effect`: one `TransactWriteItems` that puts the ledger item and sets
+  `effect_fence` on the idempotency record, conditioned on holding the lock (`lock_token = mine
+  AND status = IN_PROGRESS`, no mark of this generation yet) and on the ledger item not existing.
+  A zombie's token has moved on, so its write is refused; a takeover after a crash between
+  effect and completion finds the mark and skips the effect. The ledger item's key is the
+  business key (`sk` = `{scope}#effect`), so a second item for a key cannot be written at all:
+  for this consumer the run checks what that guard leaves to chance (no key without its
+  effect, no message lost, nothing stuck) and counts how often a repeat was refused. This is
+  the consumer `make chaos` fails on.
 * **layer, plain effect**: the same decorator with the examples' unconditional PutItem
   (`exactly_once.ledger.append_entry`). It shows what the idempotency record alone guarantees.
 * **Powertools 3.37**: `BatchProcessor` + `idempotent_function` + `DynamoDBPersistenceLayer`

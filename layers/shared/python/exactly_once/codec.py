@@ -2,6 +2,13 @@
 
 Results are stored as JSON text rather than DynamoDB maps so that their types survive exactly:
 DynamoDB maps turn every number into Decimal, which is the bug users hit with Powertools.
+
+What round-trips: JSON's own types, Decimal, bytes, set, frozenset, tuple, ints of any size and
+dicts with hashable non-string keys. Those are written as one-key dicts whose key starts with
+`__eo_`; a user dict that could be mistaken for one is wrapped, so user data never collides with
+a tag. Anything else raises `Unstorable`, and the store keeps a digest or a reason instead.
+Encoding walks the value itself (not `json.dumps(default=...)`) because `json` turns tuples into
+lists and int keys into strings before a hook could see them.
 """
 
 from __future__ import annotations
@@ -12,52 +19,113 @@ import json
 from decimal import Decimal
 from typing import Any
 
+_PREFIX = "__eo_"
 _DECIMAL = "__eo_decimal__"
 _BYTES = "__eo_bytes__"
 _SET = "__eo_set__"
-_TAGS = frozenset({_DECIMAL, _BYTES, _SET})
+_FROZENSET = "__eo_frozenset__"
+_TUPLE = "__eo_tuple__"
+_INT = "__eo_int__"  # hex: str(int) is capped at 4300 digits, hex is not
+_MAP = "__eo_map__"  # [[key, value], ...] for dicts with non-string keys
+_DICT = "__eo_dict__"  # a user dict that looks like a tag, wrapped
+
+MAX_DEPTH = 100  # deeper results are not stored (and a cycle ends here too)
+_BIG_INT_BITS = 10_000  # ~3000 digits: well inside json's 4300-digit parsing limit
 
 
-def _tag(value: Any) -> Any:
+class Unstorable(ValueError):
+    """The value cannot be encoded so that it comes back equal."""
+
+
+def _sort_key(encoded: Any) -> str:
+    return json.dumps(encoded, sort_keys=True, ensure_ascii=True)
+
+
+def _encode(value: Any, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise Unstorable(f"nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool | str | float):
+        return value
+    if isinstance(value, int):
+        if value.bit_length() > _BIG_INT_BITS:
+            return {_INT: hex(value)}
+        return int(value)  # an IntEnum becomes its value
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            inner = {k: _encode(v, depth + 1) for k, v in value.items()}
+            looks_like_tag = len(value) == 1 and next(iter(value)).startswith(_PREFIX)
+            return {_DICT: inner} if looks_like_tag else inner
+        return {_MAP: [[_encode(k, depth + 1), _encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, list):
+        return [_encode(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {_TUPLE: [_encode(v, depth + 1) for v in value]}
     if isinstance(value, Decimal):
         return {_DECIMAL: str(value)}
     if isinstance(value, bytes | bytearray):
         return {_BYTES: base64.b64encode(value).decode("ascii")}
     if isinstance(value, set | frozenset):
-        return {_SET: sorted(value, key=repr)}
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+        tag = _FROZENSET if isinstance(value, frozenset) else _SET
+        return {tag: sorted((_encode(v, depth + 1) for v in value), key=_sort_key)}
+    raise Unstorable(f"{type(value).__name__} is not storable")
 
 
-def _untag(obj: dict[str, Any]) -> Any:
-    if len(obj) == 1:
-        (tag, value), *_ = obj.items()
+def _decode(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_decode(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if len(node) == 1:
+        ((tag, inner),) = node.items()
+        if tag == _DICT:
+            return {k: _decode(v) for k, v in inner.items()}
         if tag == _DECIMAL:
-            return Decimal(value)
+            return Decimal(inner)
         if tag == _BYTES:
-            return base64.b64decode(value)
+            return base64.b64decode(inner)
+        if tag == _INT:
+            return int(inner, 16)
+        if tag == _TUPLE:
+            return tuple(_decode(v) for v in inner)
         if tag == _SET:
-            return set(value)
-    return obj
+            return {_decode(v) for v in inner}
+        if tag == _FROZENSET:
+            return frozenset(_decode(v) for v in inner)
+        if tag == _MAP:
+            return {_decode(k): _decode(v) for k, v in inner}
+    return {k: _decode(v) for k, v in node.items()}
 
 
 def dumps(value: Any) -> str:
-    """Encode a result; Decimal, bytes and sets are tagged so `loads` gives them back."""
-    return json.dumps(value, default=_tag, separators=(",", ":"), ensure_ascii=False)
+    """Encode a result as valid UTF-8 JSON text; raises `Unstorable` when it can't round-trip."""
+    text = json.dumps(_encode(value, 0), separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escaped as \\udXXX, which loads restores
+        text = json.dumps(_encode(value, 0), separators=(",", ":"), ensure_ascii=True)
+    return text
 
 
 def loads(text: str) -> Any:
-    return json.loads(text, object_hook=_untag)
+    return _decode(json.loads(text))
 
 
 def canonical_json(value: Any) -> str:
-    """Key-sorted, whitespace-free JSON: equal payloads give equal text."""
-    return json.dumps(
-        value, default=_tag, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    """Key-sorted, whitespace-free JSON of a parsed payload: equal payloads give equal text.
+
+    Payloads come from `json.loads`, so plain `json` suffices; unlike results they are not
+    depth-limited, because a fingerprint must not reject a body the consumer can handle.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def utf8(text: str) -> bytes:
+    """UTF-8 bytes of any str; a lone surrogate (valid in JSON) is kept rather than refused."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(utf8(text)).hexdigest()
 
 
 def fingerprint(payload: Any, fields: tuple[str, ...] | None = None) -> str:

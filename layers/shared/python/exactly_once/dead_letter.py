@@ -1,61 +1,116 @@
 """Send a poison message straight to the DLQ, with attributes that say why.
 
 SQS's own redrive would only move it after maxReceiveCount wasted deliveries and would carry
-no reason; sending it ourselves is immediate and leaves the reason on the message.
+no reason; sending it ourselves is immediate and leaves the reason on the message. What we add
+must never be why that send fails (the record would then be retried, failing the same way):
+every value we build is made valid for SQS, and the reason is cut to fit the message size.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import hashlib
 import json
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from exactly_once.messages import ATTRIBUTE_PREFIX
+from exactly_once.messages import (
+    OVERFLOW_KEY,
+    PACKED_ATTRIBUTE,
+    REPLAY_NONCE_ATTRIBUTE,
+    message_attributes,
+    sanitise,
+)
 from exactly_once.records import ErrorInfo
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 MAX_ATTRIBUTES = 10  # SQS's limit per message
+MAX_MESSAGE_BYTES = 262_144
+"""The classic SQS limit (queues may now allow up to 1 MiB), counted as SQS does: the body plus
+each attribute's name, data type and value, in UTF-8 bytes."""
+MAX_FIELD_CHARS = 1024  # our values other than the reason: types, names, ids
+TRUNCATED = "… (truncated)"
 
+ERROR_TYPE = "eo-error-type"
+ERROR_MESSAGE = "eo-error-message"
+CONSUMER = "eo-consumer"
+ORIGINAL_MESSAGE_ID = "eo-original-message-id"
+ATTEMPT = "eo-attempt"
+LAYER_ATTRIBUTES = frozenset(
+    {
+        ERROR_TYPE,
+        ERROR_MESSAGE,
+        CONSUMER,
+        ORIGINAL_MESSAGE_ID,
+        ATTEMPT,
+        REPLAY_NONCE_ATTRIBUTE,
+        PACKED_ATTRIBUTE,
+    }
+)
+"""Ours, rebuilt on every dead-lettering (a replayed message's old reasons are stale). Any other
+attribute, `eo-`-prefixed or not, is the producer's and is kept."""
 
-def _to_send_attribute(attribute: dict[str, Any]) -> dict[str, Any]:
-    """A Lambda-event attribute (stringValue/binaryValue as base64) -> SendMessage form."""
-    data_type = attribute.get("dataType", "String")
-    if attribute.get("binaryValue") is not None:
-        return {"DataType": data_type, "BinaryValue": base64.b64decode(attribute["binaryValue"])}
-    return {"DataType": data_type, "StringValue": str(attribute.get("stringValue", ""))}
+_FIFO_ID = re.compile(r"[\x21-\x7e]{1,128}")  # what SQS accepts as a group or deduplication id
 
 
 def failure_attributes(
-    record: dict[str, Any], error: ErrorInfo, consumer: str, attempt: int
+    record: dict[str, Any],
+    error: ErrorInfo,
+    consumer: str,
+    attempt: int,
+    replay_nonce: str | None = None,
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> dict[str, dict[str, Any]]:
-    """The original attributes plus ours, within SQS's limit of ten.
+    """The original attributes plus ours, within SQS's ten attributes and `max_message_bytes`.
 
-    When they don't fit, ours collapse into one JSON attribute, and any originals that still
-    don't fit travel inside it, so nothing is lost.
+    When they don't fit, ours collapse into one JSON attribute (`eo-failure`) and the originals
+    that still don't fit travel inside it, so nothing is lost: `messages.message_attributes`
+    restores them after a replay, including those an earlier dead-lettering packed. Only the
+    reason is cut to make the message fit; the body and the originals never are (if they alone
+    are too large, SQS decides, and a queue allowing more accepts them).
     """
-    original = {
-        name: _to_send_attribute(value)
-        for name, value in (record.get("messageAttributes") or {}).items()
-        if not name.startswith(ATTRIBUTE_PREFIX)  # a replayed message's old reasons are stale
-    }
+    originals = _originals(record)
     ours = {
-        "eo-error-type": error.type,
-        "eo-error-message": error.message or "(no message)",
-        "eo-consumer": consumer,
-        "eo-original-message-id": str(record.get("messageId", "")),
-        "eo-attempt": str(attempt),
+        ERROR_TYPE: _field(error.type),
+        ERROR_MESSAGE: "",  # filled last, with the room that is left
+        CONSUMER: _field(consumer),
+        ORIGINAL_MESSAGE_ID: _field(record.get("messageId")),
+        ATTEMPT: str(attempt),
     }
-    if len(original) + len(ours) <= MAX_ATTRIBUTES:
-        return {
-            **original,
-            **{k: {"DataType": "String", "StringValue": v} for k, v in ours.items()},
-        }
-    kept = dict(list(original.items())[: MAX_ATTRIBUTES - 1])
-    overflow = {k: v for k, v in (record.get("messageAttributes") or {}).items() if k not in kept}
-    packed = {**ours, "eo-overflow-attributes": overflow} if overflow else ours
-    return {**kept, "eo-failure": {"DataType": "String", "StringValue": json.dumps(packed)}}
+    if replay_nonce is not None:
+        ours[REPLAY_NONCE_ATTRIBUTE] = _field(replay_nonce)
+    reason = sanitise(error.message or "") or "(no message)"
+    room = max_message_bytes - _utf8_size(_body(record))
+
+    if len(originals) + len(ours) <= MAX_ATTRIBUTES:
+        attributes = {name: _to_send(value) for name, value in originals.items()}
+        attributes.update({name: _string(value) for name, value in ours.items()})
+        room -= sum(_size(name, value) for name, value in attributes.items())
+        attributes[ERROR_MESSAGE] = _string(_fit(reason, room, _utf8_size))
+        return attributes
+
+    # The largest originals stay as they are: packed, JSON escaping would only inflate them.
+    by_size = sorted(originals, key=lambda n: _size(n, _to_send(originals[n])), reverse=True)
+    keep = set(by_size[: MAX_ATTRIBUTES - 1])
+    kept = {name: _to_send(value) for name, value in originals.items() if name in keep}
+    packed: dict[str, Any] = dict(ours)
+    overflow = {name: value for name, value in originals.items() if name not in kept}
+    if overflow:
+        packed[OVERFLOW_KEY] = overflow
+
+    def encoded(message: str) -> str:
+        packed[ERROR_MESSAGE] = message
+        return json.dumps(packed, ensure_ascii=True)  # ASCII: always a valid SQS string
+
+    room -= sum(_size(name, value) for name, value in kept.items())
+    room -= _size(PACKED_ATTRIBUTE, _string(encoded("")))
+    packed_value = encoded(_fit(reason, room, _json_size))
+    return {**kept, PACKED_ATTRIBUTE: _string(packed_value)}
 
 
 def send_to_dead_letter_queue(
@@ -65,17 +120,114 @@ def send_to_dead_letter_queue(
     error: ErrorInfo,
     consumer: str,
     attempt: int,
+    replay_nonce: str | None = None,
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> str:
     """Send the original body with its reason; returns the DLQ's message id. Raises on failure."""
     params: dict[str, Any] = {
         "QueueUrl": queue_url,
-        "MessageBody": record.get("body") or "(empty body)",
-        "MessageAttributes": failure_attributes(record, error, consumer, attempt),
+        "MessageBody": _body(record),
+        "MessageAttributes": failure_attributes(
+            record, error, consumer, attempt, replay_nonce, max_message_bytes=max_message_bytes
+        ),
     }
     if queue_url.endswith(".fifo"):
-        system = record.get("attributes") or {}
-        params["MessageGroupId"] = system.get("MessageGroupId") or "dead-letter"
-        params["MessageDeduplicationId"] = (
-            system.get("MessageDeduplicationId") or str(record.get("messageId")) or "dead-letter"
+        system = record.get("attributes")
+        system = system if isinstance(system, dict) else {}
+        params["MessageGroupId"] = _fifo_id(system.get("MessageGroupId"))
+        params["MessageDeduplicationId"] = _fifo_id(
+            system.get("MessageDeduplicationId") or record.get("messageId")
         )
     return str(sqs.send_message(**params)["MessageId"])
+
+
+def _body(record: dict[str, Any]) -> str:
+    """The body as received (an ordinary one is unchanged); SQS rejects an empty one."""
+    body = record.get("body")
+    return sanitise(body) if isinstance(body, str) and body else "(empty body)"
+
+
+def _originals(record: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The producer's attributes in event form, those packed by an earlier dead-lettering too.
+
+    One without a usable value (only a malformed record has one) is left out rather than make
+    the send fail.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for name, attribute in message_attributes(record).items():
+        if name in LAYER_ATTRIBUTES:
+            continue
+        data_type = attribute.get("dataType")
+        data_type = data_type if isinstance(data_type, str) and data_type else "String"
+        binary, text = attribute.get("binaryValue"), attribute.get("stringValue")
+        if isinstance(binary, str) and binary:
+            try:
+                base64.b64decode(binary, validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            out[name] = {"dataType": data_type, "binaryValue": binary}
+        elif isinstance(text, str) and text:
+            out[name] = {"dataType": data_type, "stringValue": sanitise(text)}
+    return out
+
+
+def _to_send(attribute: dict[str, str]) -> dict[str, Any]:
+    """An event-form attribute (binary as base64) in SendMessage form."""
+    if "binaryValue" in attribute:
+        binary = base64.b64decode(attribute["binaryValue"])
+        return {"DataType": attribute["dataType"], "BinaryValue": binary}
+    return {"DataType": attribute["dataType"], "StringValue": attribute["stringValue"]}
+
+
+def _string(value: str) -> dict[str, Any]:
+    return {"DataType": "String", "StringValue": value}
+
+
+def _field(value: Any) -> str:
+    """One of our short values, valid for SQS and never empty (SQS rejects empty values)."""
+    text = sanitise("" if value is None else str(value))[:MAX_FIELD_CHARS]
+    return text or "(none)"
+
+
+def _fifo_id(value: Any) -> str:
+    """A valid group or deduplication id for `value`: itself when valid, else its digest."""
+    text = "" if value is None else str(value)
+    if not text:
+        return "dead-letter"
+    if _FIFO_ID.fullmatch(text):
+        return text
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _fit(text: str, budget: int, cost: Callable[[str], int]) -> str:
+    """`text`, or its longest prefix that, marked as truncated, costs at most `budget`.
+
+    Never empty: with no room at all, the marker alone.
+    """
+    if cost(text) <= budget:
+        return text
+    low, high = 0, min(len(text), max(budget, 0))  # every character costs at least 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cost(text[:middle] + TRUNCATED) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low] + TRUNCATED
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _json_size(text: str) -> int:
+    """What `text` adds inside the packed JSON (escaped, without its quotes)."""
+    return len(json.dumps(text, ensure_ascii=True)) - 2
+
+
+def _size(name: str, attribute: dict[str, Any]) -> int:
+    """An attribute's share of the message size, as SQS counts it."""
+    value = attribute.get("BinaryValue")
+    value_size = len(value) if isinstance(value, bytes) else _utf8_size(attribute["StringValue"])
+    return _utf8_size(name) + _utf8_size(attribute["DataType"]) + value_size

@@ -14,9 +14,11 @@ plain PutItem gave 218.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import schema
+from exactly_once.records import StoredRecord
 from exactly_once.schema import Status
 
 if TYPE_CHECKING:
@@ -27,30 +29,46 @@ class LeaseLost(Exception):
     """Another holder owns the record now: this execution must not apply its effect."""
 
 
-def put_once(ctx: RecordContext, table: str, item: dict[str, Any]) -> bool:
+def put_once(
+    ctx: RecordContext,
+    table: str,
+    item: dict[str, Any],
+    key_names: Sequence[str] | None = None,
+) -> bool:
     """Put `item` (low-level attribute values) into `table` as this key's one effect.
 
-    True: written now. False: an earlier holder of this key already applied it (it died
-    before completing). Raises LeaseLost when a newer holder owns the record.
+    True: this holder's effect is applied (by this call, or by an earlier attempt of this
+    holder whose reply was lost). False: already applied, by an earlier holder of this key (it
+    died before completing) or in an earlier generation of the record (the effect item
+    exists). Raises LeaseLost when a newer holder owns the record.
+
+    The Put is conditioned on the effect item not existing, so the effect happens once per
+    item key for as long as that item exists, whatever the idempotency record's TTL: give it a
+    key derived from the business key. `key_names` are the table's key attributes; by default
+    every attribute of `item` is checked, which includes them without a DescribeTable call.
     """
     store, lock = ctx._store, ctx._lock
     if store is None or lock is None:
         raise LeaseLost("this context holds no lock")
     client = store.client
-    record_key = {schema.PARTITION_KEY: {"S": lock.record_id}}
+    names = list(key_names) if key_names is not None else list(item)
+    placeholders = {f"#k{i}": name for i, name in enumerate(names)}
     try:
         client.transact_write_items(
             TransactItems=[
                 {
                     "Update": {
                         "TableName": store.table_name,
-                        "Key": record_key,
+                        "Key": {schema.PARTITION_KEY: {"S": lock.record_id}},
                         "UpdateExpression": "SET #applied = :fence",
+                        # A mark below the generation belongs to an expired generation: void.
                         "ConditionExpression": (
-                            "#tok = :tok AND #st = :ip AND attribute_not_exists(#applied)"
+                            "#tok = :tok AND #st = :ip AND "
+                            "(attribute_not_exists(#applied) OR #applied < #gen)"
                         ),
                         "ExpressionAttributeNames": {
                             "#applied": schema.EFFECT_FENCE,
+                            "#gen": schema.GENERATION,
                             "#tok": schema.LOCK_TOKEN,
                             "#st": schema.STATUS,
                         },
@@ -62,18 +80,34 @@ def put_once(ctx: RecordContext, table: str, item: dict[str, Any]) -> bool:
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
-                {"Put": {"TableName": table, "Item": item}},
+                {
+                    "Put": {
+                        "TableName": table,
+                        "Item": item,
+                        "ConditionExpression": " AND ".join(
+                            f"attribute_not_exists({p})" for p in placeholders
+                        ),
+                        "ExpressionAttributeNames": placeholders,
+                    }
+                },
             ]
         )
     except client.exceptions.TransactionCanceledException as cancelled:
-        reasons = getattr(cancelled, "response", {}).get("CancellationReasons") or [{}]
-        if reasons[0].get("Code") != "ConditionalCheckFailed":
-            raise  # a conflict or throttling inside the transaction: the record is retried
-        current = reasons[0].get("Item") or {}
-        held = current.get(schema.LOCK_TOKEN, {}).get("S") == lock.token
-        if held and current.get(schema.STATUS, {}).get("S") == Status.IN_PROGRESS.value:
-            return False  # still ours, so the mark is what failed: the effect is already applied
-        raise LeaseLost(
-            f"{lock.record_id} is no longer held at fence {lock.fence}: the effect is refused"
-        ) from cancelled
+        reasons = getattr(cancelled, "response", {}).get("CancellationReasons") or [{}, {}]
+        codes = [r.get("Code") for r in reasons]
+        if codes[0] == "ConditionalCheckFailed":
+            return _refused_mark(reasons[0].get("Item"), lock.token, lock.fence, lock.record_id)
+        if codes[1:2] == ["ConditionalCheckFailed"]:
+            return False  # the effect item exists: applied in an earlier generation
+        raise  # a conflict or throttling inside the transaction: the record is retried
     return True
+
+
+def _refused_mark(item: dict[str, Any] | None, token: str, fence: int, record_id: str) -> bool:
+    """Why the mark was refused: ours already (a lost reply), an earlier holder's, or lost."""
+    current = StoredRecord.from_item(item) if item else None
+    if current is None or current.lock_token != token or current.status is not Status.IN_PROGRESS:
+        raise LeaseLost(f"{record_id} is no longer held at fence {fence}: the effect is refused")
+    # Still ours, so the mark is what refused: set by our own lost-reply attempt, or by a holder
+    # before us that died between its effect and its completion.
+    return current.effect_fence == fence

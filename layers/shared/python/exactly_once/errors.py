@@ -9,3 +9,7 @@ class PermanentError(Exception):
 
 class ConfigurationError(Exception):
     """The consumer is missing required configuration (for example IDEMPOTENCY_TABLE)."""
+
+
+class UnusableInput(PermanentError):
+    """Valid SQS input that breaks the code reading it (deep nesting, a raising key function)."""

@@ -6,8 +6,9 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.codec import lookup
+from exactly_once.codec import lookup, utf8
 from exactly_once.errors import PermanentError
+from exactly_once.messages import message_attributes
 
 KeySpec = str | Callable[[dict[str, Any]], Any] | None
 
@@ -20,16 +21,20 @@ class MissingKey(PermanentError):
 
 
 def resolve_key(spec: KeySpec, record: dict[str, Any], body: Any) -> str:
-    """The key as a string. Long keys are hashed so they always fit a partition key."""
+    """The key as a string. Long keys, and keys that are not valid UTF-8, are hashed so they
+    always fit a partition key."""
     if spec is None:
         value: Any = record.get("messageId")
         where = "messageId"
     elif callable(spec):
-        value = spec(record)
         where = getattr(spec, "__name__", "key function")
+        try:
+            value = spec(record)
+        except Exception as exc:  # the same record makes it raise again: permanent
+            raise MissingKey(f"key function {where} raised {type(exc).__name__}: {exc}") from exc
     elif spec.startswith("attribute:"):
         name = spec.removeprefix("attribute:")
-        attribute = (record.get("messageAttributes") or {}).get(name) or {}
+        attribute = message_attributes(record).get(name) or {}  # incl. ones a DLQ trip packed
         value = attribute.get("stringValue")
         where = f"message attribute {name!r}"
     else:
@@ -39,6 +44,10 @@ def resolve_key(spec: KeySpec, record: dict[str, Any], body: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
         raise MissingKey(f"no idempotency key at {where} (found {type(value).__name__})")
     key = str(value)
-    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
-        key = "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+    try:
+        fits = len(key.encode("utf-8")) <= MAX_KEY_BYTES
+    except UnicodeEncodeError:  # a lone surrogate (valid JSON) cannot be stored as a string
+        fits = False
+    if not fits:
+        key = "sha256:" + hashlib.sha256(utf8(key)).hexdigest()
     return key

@@ -1,8 +1,11 @@
-"""An append-only effect ledger: one item per executed side effect, carrying its fence.
+"""An effect ledger: one item per executed side effect, carrying its fence.
 
 The examples write their effect here so that tests, demos and the chaos harness can count
-effects per key. `record_effect` is the exactly-once way (fenced, see effects.py);
-`append_entry` is a plain PutItem, kept to show what happens without the fence.
+effects per key. `record_effect` is the exactly-once way (fenced, see effects.py): its item key
+is derived from the business key (`pk` = key, `sk` = "{scope}#{name}"), so a second effect for a
+key is impossible for as long as the entry exists, even after the idempotency record expired.
+`append_entry` is a plain PutItem with a unique sort key, kept to show what happens without
+the fence.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ if TYPE_CHECKING:
     from exactly_once.processor import RecordContext
 
 
-def _entry(key: str, fence: int, message_id: str, detail: dict[str, Any]) -> dict[str, Any]:
+def _entry(
+    key: str, sort_key: str, fence: int, message_id: str, detail: dict[str, Any]
+) -> dict[str, Any]:
     return {
         "pk": {"S": key},
-        "sk": {"S": f"{fence:012d}#{uuid.uuid4().hex}"},
+        "sk": {"S": sort_key},
         "fence": {"N": str(fence)},
         "message_id": {"S": message_id},
         "detail": {"S": json.dumps(detail, default=str, sort_keys=True)},
@@ -32,11 +37,11 @@ def _entry(key: str, fence: int, message_id: str, detail: dict[str, Any]) -> dic
 
 
 def record_effect(
-    ctx: RecordContext, detail: dict[str, Any], table: str | None = None
+    ctx: RecordContext, detail: dict[str, Any], table: str | None = None, name: str = "effect"
 ) -> str | None:
-    """Write this key's one ledger entry, fenced; None when an earlier holder already did."""
-    item = _entry(ctx.key, ctx.fence, ctx.message_id, detail)
-    if put_once(ctx, table or os.environ["LEDGER_TABLE"], item):
+    """Write this key's one `name` entry, fenced; None when it was already applied."""
+    item = _entry(ctx.key, f"{ctx.scope}#{name}", ctx.fence, ctx.message_id, detail)
+    if put_once(ctx, table or os.environ["LEDGER_TABLE"], item, key_names=("pk", "sk")):
         return str(item["sk"]["S"])
     return None
 
@@ -45,7 +50,7 @@ def append_entry(
     key: str, fence: int, message_id: str, detail: dict[str, Any], table: str | None = None
 ) -> str:
     """Write one ledger entry and return its sort key. Never overwrites: each key is unique."""
-    item = _entry(key, fence, message_id, detail)
+    item = _entry(key, f"{fence:012d}#{uuid.uuid4().hex}", fence, message_id, detail)
     clients.dynamodb().put_item(
         TableName=table or os.environ["LEDGER_TABLE"],
         Item=item,

@@ -17,9 +17,9 @@ from exactly_once.codec import fingerprint
 from exactly_once.config import ConsumerConfig
 from exactly_once.dead_letter import send_to_dead_letter_queue
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import PermanentError
+from exactly_once.errors import PermanentError, UnusableInput
 from exactly_once.keys import KeySpec, resolve_key
-from exactly_once.messages import is_replay, message_id, parse_body, queue_url_from_arn
+from exactly_once.messages import message_id, parse_body, queue_url_from_arn, replay_nonce
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord
 from exactly_once.store import IdempotencyStore
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[[Any, "RecordContext"], Any]
 MAX_VISIBILITY_S = 43_200
+COMPLETE_ATTEMPTS = 4  # each is botocore's own retries; bounded even with no Lambda deadline
 
 
 @dataclass
@@ -43,6 +44,13 @@ class RecordContext:
     lambda_context: Any = None
     _store: IdempotencyStore | None = field(default=None, repr=False)
     _lock: Lock | None = field(default=None, repr=False)
+
+    @property
+    def scope(self) -> str:
+        """The consumer's key space (the record id is "{scope}#{key}")."""
+        if self._lock is None:
+            return ""
+        return self._lock.record_id[: -len(self.key) - 1] if self.key else self._lock.record_id
 
     def extend_lease(self, lease_ms: int) -> bool:
         """Renew the lock for work that outlives its lease; False means it was lost."""
@@ -80,7 +88,9 @@ class RecordProcessor:
         mid = message_id(record)
         try:
             return self._process(record, mid, context, margin_ms)
-        except Exception as exc:  # the last line of defence: report, never raise to the batch
+        except BaseException as exc:  # the last line of defence: report, never raise to the batch
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             observability.logger().exception(
                 "record failed unexpectedly", extra={"message_id": mid}
             )
@@ -93,6 +103,26 @@ class RecordProcessor:
         except Exception:
             return None
 
+    def _identify(self, record: dict[str, Any]) -> tuple[Any, str, str | None]:
+        """Body, key and fingerprint. Every failure here comes from the input: permanent.
+
+        Valid JSON can still break code (deep nesting, lone surrogates, a key function that
+        raises); retrying cannot change the input, so such a record goes to the DLQ at once.
+        """
+        try:
+            body = parse_body(record, self.config.raw_body)
+            key = resolve_key(self.key, record, body)
+            fp = (
+                fingerprint(body, self.config.fingerprint_fields)
+                if self.config.fingerprint
+                else None
+            )
+        except PermanentError:
+            raise
+        except Exception as exc:
+            raise UnusableInput(f"{type(exc).__name__}: {exc}") from exc
+        return body, key, fp
+
     def deferred(self, record: Any, reason: str) -> RecordResult:
         return RecordResult(message_id(record), Outcome.DEFERRED, True, reason=reason)
 
@@ -102,16 +132,11 @@ class RecordProcessor:
         if remaining_ms(context) < margin_ms:
             return self.deferred(record, "too close to the invocation deadline")
         try:
-            body = parse_body(record, self.config.raw_body)
-            key = resolve_key(self.key, record, body)
-        except PermanentError as exc:  # NonJsonBody, MissingKey: no key, so no record to keep
+            body, key, fp = self._identify(record)
+        except PermanentError as exc:  # NonJsonBody, MissingKey...: no key, so no record to keep
             return self._dead_letter(
                 record, mid, None, ErrorInfo.from_exception(exc, retryable=False), 0
             )
-
-        fp = None
-        if self.config.fingerprint:
-            fp = fingerprint(body, self.config.fingerprint_fields)
         try:
             acquisition = self.store.acquire(
                 self.config.scope,
@@ -120,7 +145,7 @@ class RecordProcessor:
                 owner=_owner(context),
                 fingerprint=fp,
                 block_takeover=self.config.block_takeover,
-                retry_permanent=is_replay(record),
+                replay_nonce=replay_nonce(record),
             )
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             return self._infrastructure_error(mid, key, "acquire", exc)
@@ -140,7 +165,8 @@ class RecordProcessor:
         if status is AcquireStatus.FAILED_PERMANENTLY:
             stored = acquisition.record
             error = (stored.error if stored else None) or ErrorInfo("Failed", "", False)
-            return self._dead_letter(record, mid, key, error, _attempts(stored))
+            nonce = stored.replay_nonce if stored else None
+            return self._dead_letter(record, mid, key, error, _attempts(stored), nonce=nonce)
 
         assert acquisition.lock is not None
         ctx = RecordContext(
@@ -169,11 +195,16 @@ class RecordProcessor:
             return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
         except PermanentError as exc:
             error = ErrorInfo.from_exception(exc, retryable=False)
-            if not self._fail(ctx, error):
+            failed = self._fail(ctx, error)
+            if failed is None:
                 return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
-            return self._dead_letter(record, mid, key, error, lock.attempt, takeover=takeover)
-        except Exception as exc:
+            return self._dead_letter(
+                record, mid, key, error, lock.attempt, takeover=takeover, nonce=failed
+            )
+        except BaseException as exc:  # CancelledError, a library's SystemExit: this record only
             self._fail(ctx, ErrorInfo.from_exception(exc, retryable=True))
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             observability.logger().warning(
                 "consumer raised; the record will be retried",
                 extra={"message_id": mid, "key": key, "error": repr(exc), "attempt": lock.attempt},
@@ -198,12 +229,13 @@ class RecordProcessor:
         """
         assert ctx._lock is not None
         delay = 0.1
-        while True:
+        for attempt in range(1, COMPLETE_ATTEMPTS + 1):
             try:
                 written = self.store.complete(ctx._lock, result)
                 break
             except Exception as exc:
-                if remaining_ms(context) < margin_ms / 2 + delay * 1000:
+                last = attempt == COMPLETE_ATTEMPTS
+                if last or remaining_ms(context) < margin_ms / 2 + delay * 1000:
                     observability.logger().error(
                         "completion could not be recorded; the record stays IN_PROGRESS until "
                         "its lease expires and may then run again",
@@ -252,16 +284,18 @@ class RecordProcessor:
             takeover=takeover,
         )
 
-    def _fail(self, ctx: RecordContext, error: ErrorInfo) -> bool:
-        """Keep the failure on the record; False when the lease was lost (or the write failed)."""
+    def _fail(self, ctx: RecordContext, error: ErrorInfo) -> str | None:
+        """Keep the failure on the record. Returns its replay nonce ("" when retryable); None
+        when the lease was lost or the write failed."""
         assert ctx._lock is not None
         try:
-            return self.store.fail(ctx._lock, error).ok
+            written = self.store.fail(ctx._lock, error)
         except Exception:
             observability.logger().exception(
                 "could not record the failure", extra={"message_id": ctx.message_id}
             )
-            return False
+            return None
+        return (written.replay_nonce or "") if written.ok else None
 
     def _in_progress(
         self, record: dict[str, Any], mid: str, key: str, holder: StoredRecord | None
@@ -294,6 +328,7 @@ class RecordProcessor:
         attempt: int,
         *,
         takeover: bool = False,
+        nonce: str | None = None,
     ) -> RecordResult:
         reason = f"{error.type}: {error.message}"
         url = self.config.dead_letter_queue_url
@@ -304,7 +339,9 @@ class RecordProcessor:
             )
             return RecordResult(mid, Outcome.ERROR, True, key=key, reason=reason)
         try:
-            send_to_dead_letter_queue(self.sqs, url, record, error, self.config.scope, attempt)
+            send_to_dead_letter_queue(
+                self.sqs, url, record, error, self.config.scope, attempt, replay_nonce=nonce or None
+            )
         except Exception as exc:
             observability.logger().error(
                 "DLQ send failed: reporting the record failed so it is not lost",

@@ -23,8 +23,8 @@ class ErrorInfo:
     def to_attribute(self, at_ms: int) -> dict[str, Any]:
         return {
             "M": {
-                "type": {"S": self.type[:256]},
-                "message": {"S": self.message[: self.MAX_MESSAGE]},
+                "type": {"S": _valid_utf8(self.type[:256])},
+                "message": {"S": _valid_utf8(self.message[: self.MAX_MESSAGE])},
                 "retryable": {"BOOL": self.retryable},
                 "at": {"N": str(at_ms)},
             }
@@ -32,12 +32,25 @@ class ErrorInfo:
 
     @classmethod
     def from_exception(cls, exc: BaseException, *, retryable: bool) -> ErrorInfo:
-        return cls(type(exc).__name__, str(exc)[: cls.MAX_MESSAGE], retryable)
+        try:
+            message = str(exc)
+        except Exception:  # an exception whose __str__ raises still gets recorded
+            message = f"<unprintable {type(exc).__name__}>"
+        return cls(type(exc).__name__, message[: cls.MAX_MESSAGE], retryable)
+
+
+def _valid_utf8(text: str) -> str:
+    """DynamoDB strings must be valid UTF-8; a lone surrogate (from JSON input) becomes '?'."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 @dataclass(frozen=True)
 class StoredRecord:
-    """A record as read from the table. `result` is decoded; None when absent or over the cap."""
+    """A record as read from the table.
+
+    The result stays encoded until asked for, and decoding it can never raise: a duplicate
+    needs only the status, and a result written by another version must not fail it.
+    """
 
     record_id: str
     status: Status
@@ -51,9 +64,27 @@ class StoredRecord:
     expires_at_s: int | None
     fingerprint: str | None
     error: ErrorInfo | None
-    result: Any
+    result_text: str | None
     result_sha256: str | None
     result_size: int | None
+    result_omitted: str | None = None
+    replay_nonce: str | None = None
+    generation: int = 0
+    effect_fence: int | None = None
+
+    @property
+    def result(self) -> Any:
+        """The stored result, decoded; None when absent, omitted or undecodable."""
+        return self.decoded_result()[0]
+
+    def decoded_result(self) -> tuple[Any, str | None]:
+        """(result, None), or (None, why it could not be decoded)."""
+        if self.result_text is None:
+            return None, None
+        try:
+            return codec.loads(self.result_text), None
+        except Exception as exc:  # any failure to decode is reported, never raised
+            return None, f"{type(exc).__name__}: {exc}"[:200]
 
     def is_expired(self, now_s: float) -> bool:
         """TTL-expired records may linger for days; they count as absent."""
@@ -62,10 +93,16 @@ class StoredRecord:
     def lease_expired(self, now_ms: int) -> bool:
         return self.lease_expires_at_ms is not None and self.lease_expires_at_ms < now_ms
 
+    def lease_live(self, now_ms: int) -> bool:
+        return self.status is Status.IN_PROGRESS and not self.lease_expired(now_ms)
+
+    def effect_applied(self) -> bool:
+        """A fenced effect of this generation was applied (an older generation's mark is void)."""
+        return self.effect_fence is not None and self.effect_fence >= self.generation
+
     @classmethod
     def from_item(cls, item: Item) -> StoredRecord:
         err = item.get(schema.ERROR, {}).get("M")
-        raw_result = _s(item, schema.RESULT)
         return cls(
             record_id=item[schema.PARTITION_KEY]["S"],
             status=Status(item[schema.STATUS]["S"]),
@@ -85,9 +122,13 @@ class StoredRecord:
             )
             if err
             else None,
-            result=codec.loads(raw_result) if raw_result is not None else None,
+            result_text=_s(item, schema.RESULT),
             result_sha256=_s(item, schema.RESULT_SHA256),
             result_size=_n(item, schema.RESULT_SIZE),
+            result_omitted=_s(item, schema.RESULT_OMITTED),
+            replay_nonce=_s(item, schema.REPLAY_NONCE),
+            generation=_n(item, schema.GENERATION) or 0,
+            effect_fence=_n(item, schema.EFFECT_FENCE),
         )
 
 
@@ -145,6 +186,7 @@ class WriteResult:
     status: WriteStatus
     current: StoredRecord | None = None  # on LEASE_LOST: who holds the record now, if anyone
     lock: Lock | None = None  # on OK: the lock to use from now on (extend moves its lease)
+    replay_nonce: str | None = None  # on OK from a permanent `fail`: what a replay must present
 
     @property
     def ok(self) -> bool:

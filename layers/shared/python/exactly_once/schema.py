@@ -21,9 +21,14 @@ UPDATED_AT = "updated_at"  # epoch milliseconds
 RESULT = "result"  # JSON text with tagged types
 RESULT_SHA256 = "result_sha256"  # set instead of RESULT when the result is over the size cap
 RESULT_SIZE = "result_size"
+RESULT_OMITTED = "result_omitted"  # why the result is not stored (over the cap, not storable)
 ERROR = "error"  # map: type, message, retryable, at
 FINGERPRINT = "fingerprint"
 EFFECT_FENCE = "effect_fence"  # the fence whose side effect was applied (see effects.py)
+# The fence that started this generation of the record (a TTL-expired record is replaced by a
+# new generation). A mark below it belongs to an earlier generation and never counts.
+GENERATION = "generation"
+REPLAY_NONCE = "replay_nonce"  # on permanently FAILED records; a real DLQ replay presents it
 
 # Sparse GSI: only IN_PROGRESS and FAILED records carry these two attributes. The partition key
 # is sharded so that a burst of in-flight work does not land on one index partition.

@@ -10,10 +10,11 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, codec, schema
+from exactly_once.errors import ConfigurationError
 from exactly_once.records import (
     AcquireStatus,
     Acquisition,
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 DAY_S = 86_400
+MIN_TTL_S = 60  # the fence floor (see `acquire`) needs a TTL longer than any clock skew
+TTL_BEYOND_LEASE_S = 60  # `expires_at` always lies this far past the lease's end
+# DynamoDB items are at most 400 KB; the rest of the record (key, error, ...) needs room too.
+MAX_RESULT_CAP_BYTES = 350 * 1024
+RENEWALS = 3  # a TTL-expired record raced by other renewers: give up (reported, retried) after this
 
 # Every attribute goes through a placeholder: several of them (status, owner, result, error)
 # are DynamoDB reserved words, and one rule for all is easier to get right.
@@ -47,12 +53,14 @@ _NAMES = {
     "#res": schema.RESULT,
     "#rsha": schema.RESULT_SHA256,
     "#rsize": schema.RESULT_SIZE,
+    "#romit": schema.RESULT_OMITTED,
     "#err": schema.ERROR,
     "#fp": schema.FINGERPRINT,
     "#ps": schema.PENDING_SHARD,
     "#pa": schema.PENDING_AT,
     "#retry": "retryable",
     "#applied": schema.EFFECT_FENCE,
+    "#nonce": schema.REPLAY_NONCE,
 }
 
 _HOLDS_LOCK = "#tok = :tok AND #st = :ip"
@@ -80,6 +88,27 @@ def _n(value: int) -> dict[str, str]:
     return {"N": str(value)}
 
 
+@dataclass(frozen=True)
+class _Request:
+    """One call to `acquire`: what it asks for, and the clock reading it decides by."""
+
+    record_id: str
+    token: str
+    owner: str
+    fingerprint: str | None
+    block_takeover: bool
+    now_ms: int
+    lease_until_ms: int
+    ttl_s: int
+
+    @property
+    def now_s(self) -> int:
+        return self.now_ms // 1000
+
+    def lock(self, fence: int, attempt: int) -> Lock:
+        return Lock(self.record_id, self.token, fence, attempt, self.lease_until_ms)
+
+
 class IdempotencyStore:
     """Lock, complete and fail idempotency records with conditional writes.
 
@@ -97,8 +126,13 @@ class IdempotencyStore:
         result_cap_bytes: int = 64 * 1024,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        # The default TTL outlives the DLQ's 14-day retention, so a replayed message that already
-        # completed is still recognised as a duplicate.
+        if min(record_ttl_s, failed_ttl_s) < MIN_TTL_S:
+            raise ConfigurationError(f"record and failed TTLs must be at least {MIN_TTL_S} s")
+        if not 0 <= result_cap_bytes <= MAX_RESULT_CAP_BYTES:
+            raise ConfigurationError(
+                f"result_cap_bytes must be 0..{MAX_RESULT_CAP_BYTES}: a DynamoDB item holds "
+                f"at most 400 KB, got {result_cap_bytes}"
+            )
         self.table_name = table_name
         self._client = client
         self.record_ttl_s = record_ttl_s
@@ -112,6 +146,13 @@ class IdempotencyStore:
             self._client = clients.dynamodb()
         return self._client
 
+    def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
+        """Record TTL: never before the lease ends, so the TTL can't free a live lock."""
+        ttl = now_s + self.record_ttl_s
+        if lease_until_ms is not None:
+            ttl = max(ttl, lease_until_ms // 1000 + TTL_BEYOND_LEASE_S)
+        return ttl
+
     # -- acquisition -------------------------------------------------------------------------
 
     def acquire(
@@ -123,20 +164,34 @@ class IdempotencyStore:
         owner: str,
         fingerprint: str | None = None,
         block_takeover: bool = False,
-        retry_permanent: bool = False,
+        replay_nonce: str | None = None,
     ) -> Acquisition:
         """Take the record with ONE UpdateItem; on refusal the old item comes back in the error.
 
-        Acquirable: absent, TTL-expired, IN_PROGRESS with an expired lease (unless
-        `block_takeover`), FAILED and retryable (any FAILED with `retry_permanent`, which a
-        replay or a person asks for). A different fingerprint is never acquirable.
+        Acquirable while live: absent, IN_PROGRESS with an expired lease (unless
+        `block_takeover`), FAILED and retryable, or FAILED permanently when `replay_nonce` is
+        that failure's own nonce (only a real DLQ replay carries it). A different fingerprint
+        is never acquirable. A TTL-expired record counts as absent: it is replaced whole by a
+        new generation in one conditional PutItem (`_renew`), never patched in two steps.
+
+        The fence is `if_not_exists(fence, floor) + 1` with the caller's epoch milliseconds as
+        the floor, so it keeps increasing even after the TTL sweep deleted the item: a record
+        takes at most 1000 writes a second (DynamoDB's per-item limit), so its fence never
+        outruns the clock, and the TTL (>= 60 s) outlasts any clock skew.
         """
         rid = schema.record_id(scope, key)
-        now = self._clock()
-        now_ms, now_s = int(now * 1000), int(now)
-        token = secrets.token_hex(16)
+        now_ms = int(self._clock() * 1000)
         lease_until = now_ms + lease_ms
-
+        req = _Request(
+            record_id=rid,
+            token=secrets.token_hex(16),
+            owner=owner,
+            fingerprint=fingerprint,
+            block_takeover=block_takeover,
+            now_ms=now_ms,
+            lease_until_ms=lease_until,
+            ttl_s=self._ttl(now_ms // 1000, lease_until),
+        )
         sets = [
             "#st = :ip",
             "#tok = :tok",
@@ -147,38 +202,39 @@ class IdempotencyStore:
             "#exp = :ttl",
             "#ps = :shard",
             "#pa = :lease",
+            "#fence = if_not_exists(#fence, :now_ms) + :one",
         ]
         values: dict[str, Any] = {
             ":ip": _s(Status.IN_PROGRESS),
-            ":tok": _s(token),
+            ":tok": _s(req.token),
             ":lease": _n(lease_until),
             ":own": _s(owner),
             ":now_ms": _n(now_ms),
-            ":now_s": _n(now_s),
-            ":ttl": _n(now_s + self.record_ttl_s),
+            ":now_s": _n(req.now_s),
+            ":ttl": _n(req.ttl_s),
             ":shard": _s(schema.pending_shard(rid, Status.IN_PROGRESS)),
             ":one": _n(1),
             ":failed": _s(Status.FAILED),
+            ":true": {"BOOL": True},
         }
         if fingerprint is not None:
             sets.append("#fp = :fp")
             values[":fp"] = _s(fingerprint)
         update = (
-            f"SET {', '.join(sets)} ADD #fence :one, #att :one REMOVE #res, #rsha, #rsize, #err"
+            f"SET {', '.join(sets)} ADD #att :one REMOVE #res, #rsha, #rsize, #romit, #err, #nonce"
         )
 
-        # AND binds tighter than OR, and DynamoDB rejects redundant parentheses, so the
-        # fingerprint check is repeated in each clause instead of wrapping them all.
+        # AND binds tighter than OR, and DynamoDB rejects redundant parentheses, so the live
+        # and fingerprint checks are repeated in each clause instead of wrapping them all.
         reacquirable = [] if block_takeover else ["#st = :ip AND #lease < :now_ms"]
-        if retry_permanent:
-            reacquirable.append("#st = :failed")
-        else:
-            reacquirable.append("#st = :failed AND #err.#retry = :true")
-            values[":true"] = {"BOOL": True}
+        reacquirable.append("#st = :failed AND #err.#retry = :true")
+        if replay_nonce:
+            reacquirable.append("#st = :failed AND #nonce = :nonce")
+            values[":nonce"] = _s(replay_nonce)
+        live = "#exp >= :now_s AND "
         same_payload = "(attribute_not_exists(#fp) OR #fp = :fp) AND " if fingerprint else ""
         condition = " OR ".join(
-            ["attribute_not_exists(#id)", "#exp < :now_s"]
-            + [same_payload + clause for clause in reacquirable]
+            ["attribute_not_exists(#id)"] + [live + same_payload + c for c in reacquirable]
         )
 
         try:
@@ -193,46 +249,94 @@ class IdempotencyStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self.client.exceptions.ConditionalCheckFailedException as refused:
-            return self._refused(_returned_item(refused), now, fingerprint, block_takeover)
+            return self._refused(_returned_item(refused), req, RENEWALS)
 
         old: Item = dict(response.get("Attributes", {}))
         old_status = old.get(schema.STATUS, {}).get("S")
-        old_live = old_status is not None and int(old.get(schema.TTL, {"N": "0"})["N"]) >= now_s
-        lock = Lock(
-            record_id=rid,
-            token=token,
-            fence=int(old.get(schema.FENCE, {"N": "0"})["N"]) + 1,
-            attempt=int(old.get(schema.ATTEMPTS, {"N": "0"})["N"]) + 1,
-            lease_expires_at_ms=lease_until,
-        )
-        if old_status is not None and not old_live:
-            # A TTL-expired record is a new one: its old effect mark must not count. Rare, so a
-            # second (fenced) write here keeps the common path at one call.
-            self._fenced_update(lock, "REMOVE #applied", {})
+        old_fence = old.get(schema.FENCE)
+        fence = int(old_fence["N"]) + 1 if old_fence else now_ms + 1
+        attempt = int(old.get(schema.ATTEMPTS, {"N": "0"})["N"]) + 1
         return Acquisition(
             AcquireStatus.ACQUIRED,
-            lock=lock,
-            takeover=old_live and old_status == Status.IN_PROGRESS,
-            retry=old_live and old_status == Status.FAILED,
+            lock=req.lock(fence, attempt),
+            takeover=old_status == Status.IN_PROGRESS,
+            retry=old_status == Status.FAILED,
         )
 
-    def _refused(
-        self, item: Item | None, now: float, fingerprint: str | None, block_takeover: bool
-    ) -> Acquisition:
+    def _refused(self, item: Item | None, req: _Request, renewals: int) -> Acquisition:
+        """What a refused acquisition means, from the item DynamoDB returned with the refusal."""
         if item is None:  # cannot happen: a refused write on a missing item would have passed
             raise RuntimeError("conditional check failed without returning the item")
         record = StoredRecord.from_item(item)
-        if fingerprint is not None and record.fingerprint not in (None, fingerprint):
+        if record.lock_token == req.token:
+            # Our own write committed and its reply was lost; botocore's retry met it.
+            return Acquisition(AcquireStatus.ACQUIRED, lock=req.lock(record.fence, record.attempts))
+        if record.is_expired(req.now_s) and not record.lease_live(req.now_ms):
+            if renewals > 0:
+                return self._renew(item, record, req, renewals - 1)
+            return Acquisition(AcquireStatus.IN_PROGRESS, record=record)  # contended: retry later
+        if req.fingerprint is not None and record.fingerprint not in (None, req.fingerprint):
             return Acquisition(AcquireStatus.FINGERPRINT_MISMATCH, record=record)
         if record.status is Status.COMPLETED:
             return Acquisition(AcquireStatus.ALREADY_COMPLETED, record=record)
         if record.status is Status.FAILED:
             return Acquisition(AcquireStatus.FAILED_PERMANENTLY, record=record)
-        if block_takeover and record.lease_expired(int(now * 1000)):
-            return self._block(record, now, fingerprint)
+        if req.block_takeover and record.lease_expired(req.now_ms):
+            return self._block(record, req)
         return Acquisition(AcquireStatus.IN_PROGRESS, record=record)
 
-    def _block(self, record: StoredRecord, now: float, fingerprint: str | None) -> Acquisition:
+    def _renew(self, item: Item, old: StoredRecord, req: _Request, renewals: int) -> Acquisition:
+        """Replace a TTL-expired record with a new generation, in one conditional PutItem.
+
+        One write, so no crash or throttle can leave half a generation behind: the old effect
+        mark, attempts and result go with the old item. The condition holds only while the item
+        is exactly as read (every write moves its token, update time or effect mark).
+        """
+        fence = max(old.fence, req.now_ms) + 1
+        new: Item = {
+            schema.PARTITION_KEY: _s(req.record_id),
+            schema.STATUS: _s(Status.IN_PROGRESS),
+            schema.LOCK_TOKEN: _s(req.token),
+            schema.LEASE_EXPIRES_AT: _n(req.lease_until_ms),
+            schema.OWNER: _s(req.owner),
+            schema.CREATED_AT: _n(req.now_ms),
+            schema.UPDATED_AT: _n(req.now_ms),
+            schema.TTL: _n(req.ttl_s),
+            schema.PENDING_SHARD: _s(schema.pending_shard(req.record_id, Status.IN_PROGRESS)),
+            schema.PENDING_AT: _n(req.lease_until_ms),
+            schema.FENCE: _n(fence),
+            schema.ATTEMPTS: _n(1),
+            schema.GENERATION: _n(fence),
+        }
+        if req.fingerprint is not None:
+            new[schema.FINGERPRINT] = _s(req.fingerprint)
+        unchanged = ["#exp < :now_s"]
+        values: dict[str, Any] = {":now_s": _n(req.now_s)}
+        for placeholder, attribute in (
+            ("#tok", schema.LOCK_TOKEN),
+            ("#upd", schema.UPDATED_AT),
+            ("#applied", schema.EFFECT_FENCE),
+        ):
+            if attribute in item:
+                unchanged.append(f"{placeholder} = :was_{attribute}")
+                values[f":was_{attribute}"] = item[attribute]
+            else:
+                unchanged.append(f"attribute_not_exists({placeholder})")
+        condition = " AND ".join(unchanged)
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=new,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=_names(condition),
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as refused:
+            return self._refused(_returned_item(refused), req, renewals)
+        return Acquisition(AcquireStatus.ACQUIRED, lock=req.lock(fence, 1))
+
+    def _block(self, record: StoredRecord, req: _Request) -> Acquisition:
         """Mark an expired lease FAILED for a person instead of taking it over.
 
         For side effects that must never repeat (payments): the old holder may have done the
@@ -244,16 +348,18 @@ class IdempotencyStore:
             "takeover is blocked for this consumer, so a person must check and reset or replay",
             retryable=False,
         )
+        update = f"{_MARK_FAILED}, #nonce = :nonce"
         condition = f"{_HOLDS_LOCK} AND #lease < :now_ms"
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
                 Key={schema.PARTITION_KEY: _s(record.record_id)},
-                UpdateExpression=_MARK_FAILED,
+                UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeNames=_names(_MARK_FAILED + condition),
+                ExpressionAttributeNames=_names(update + condition),
                 ExpressionAttributeValues={
-                    **self._failure_values(record.record_id, error, now),
+                    **self._failure_values(record.record_id, error, req.now_ms / 1000),
+                    ":nonce": _s(secrets.token_hex(16)),
                     ":tok": _s(record.lock_token or ""),
                     ":ip": _s(Status.IN_PROGRESS),
                 },
@@ -262,7 +368,7 @@ class IdempotencyStore:
             )
         except self.client.exceptions.ConditionalCheckFailedException as changed:
             # The old holder finished (or someone else moved it) in between: report that state.
-            return self._refused(_returned_item(changed), now, fingerprint, False)
+            return self._refused(_returned_item(changed), replace(req, block_takeover=False), 0)
         return Acquisition(
             AcquireStatus.FAILED_PERMANENTLY,
             record=StoredRecord.from_item(dict(response["Attributes"])),
@@ -273,36 +379,46 @@ class IdempotencyStore:
     def complete(self, lock: Lock, result: Any = None) -> WriteResult:
         """Store the result and mark COMPLETED; never creates a record.
 
-        A result over the cap (or one that cannot be encoded) is stored as its SHA-256 and
-        size instead, so completion never fails because of the result.
+        A result over the cap is stored as its SHA-256 and size, and one the codec cannot
+        round-trip as the reason only, so completion never fails because of the result.
         """
         now = self._clock()
         now_ms = int(now * 1000)
-        try:
-            encoded: str | None = codec.dumps(result)
-        except (TypeError, ValueError):
-            encoded = None
         values: dict[str, Any] = {
             ":done": _s(Status.COMPLETED),
             ":now_ms": _n(now_ms),
-            ":ttl": _n(int(now) + self.record_ttl_s),
+            ":ttl": _n(self._ttl(int(now))),
         }
         sets = ["#st = :done", "#upd = :now_ms", "#exp = :ttl"]
-        size = len(encoded.encode("utf-8")) if encoded is not None else None
-        if encoded is not None and size is not None and size <= self.result_cap_bytes:
-            sets.append("#res = :res")
-            values[":res"] = _s(encoded)
+        try:
+            encoded = codec.dumps(result)
+        except Exception as exc:  # whatever the codec refuses, completion must still happen
+            sets.append("#romit = :romit")
+            values[":romit"] = _s(f"not storable: {type(exc).__name__}: {exc}"[:512])
         else:
-            text = encoded if encoded is not None else repr(result)
-            sets += ["#rsha = :rsha", "#rsize = :rsize"]
-            values[":rsha"] = _s(codec.sha256_hex(text))
-            values[":rsize"] = _n(len(text.encode("utf-8")))
-        return self._fenced_update(lock, f"SET {', '.join(sets)} REMOVE #ps, #pa", values)
+            size = len(encoded.encode("utf-8"))
+            if size <= self.result_cap_bytes:
+                sets.append("#res = :res")
+                values[":res"] = _s(encoded)
+            else:
+                sets += ["#rsha = :rsha", "#rsize = :rsize", "#romit = :romit"]
+                values[":rsha"] = _s(codec.sha256_hex(encoded))
+                values[":rsize"] = _n(size)
+                values[":romit"] = _s(f"{size} bytes, over the {self.result_cap_bytes}-byte cap")
+        update = f"SET {', '.join(sets)} REMOVE #ps, #pa"
+        return self._fenced_update(lock, update, values, leaves=Status.COMPLETED)
 
     def fail(self, lock: Lock, error: ErrorInfo) -> WriteResult:
-        """Keep the record as FAILED with the error, for the next delivery or for a person."""
+        """Keep the record as FAILED with the error, for the next delivery or for a person.
+
+        A permanent failure gets a fresh random nonce: the dead-lettered message carries it, and
+        only a delivery presenting it (a real replay) may run the key again.
+        """
         values = self._failure_values(lock.record_id, error, self._clock())
-        return self._fenced_update(lock, _MARK_FAILED, values)
+        if error.retryable:
+            return self._fenced_update(lock, f"{_MARK_FAILED} REMOVE #nonce", values, Status.FAILED)
+        values[":nonce"] = _s(secrets.token_hex(16))
+        return self._fenced_update(lock, f"{_MARK_FAILED}, #nonce = :nonce", values, Status.FAILED)
 
     def _failure_values(self, record_id: str, error: ErrorInfo, now: float) -> dict[str, Any]:
         now_ms = int(now * 1000)
@@ -323,19 +439,31 @@ class IdempotencyStore:
         return self.fail(lock, ErrorInfo("Released", reason, retryable=True))
 
     def extend(self, lock: Lock, lease_ms: int) -> WriteResult:
-        """Renew the lease for work that outlives it. The new lock is in the result."""
+        """Renew the lease for work that outlives it; the TTL moves with it. New lock returned."""
         now_ms = int(self._clock() * 1000)
         lease_until = now_ms + lease_ms
         result = self._fenced_update(
             lock,
-            "SET #lease = :lease, #pa = :lease, #upd = :now_ms",
-            {":lease": _n(lease_until), ":now_ms": _n(now_ms)},
+            "SET #lease = :lease, #pa = :lease, #upd = :now_ms, #exp = :ttl",
+            {
+                ":lease": _n(lease_until),
+                ":now_ms": _n(now_ms),
+                ":ttl": _n(self._ttl(now_ms // 1000, lease_until)),
+            },
+            leaves=Status.IN_PROGRESS,
         )
         if result.ok:
             return replace(result, lock=replace(lock, lease_expires_at_ms=lease_until))
         return result
 
-    def _fenced_update(self, lock: Lock, update: str, values: dict[str, Any]) -> WriteResult:
+    def _fenced_update(
+        self, lock: Lock, update: str, values: dict[str, Any], leaves: Status
+    ) -> WriteResult:
+        """A write conditioned on holding the lock.
+
+        A refusal whose returned item carries our own token in the state this write leaves is
+        our own earlier attempt: the reply was lost and botocore retried, so it counts as done.
+        """
         values = {**values, ":tok": _s(lock.token), ":ip": _s(Status.IN_PROGRESS)}
         try:
             self.client.update_item(
@@ -350,8 +478,11 @@ class IdempotencyStore:
         except self.client.exceptions.ConditionalCheckFailedException as lost:
             item = _returned_item(lost)
             current = StoredRecord.from_item(item) if item else None
+            if current and current.lock_token == lock.token and current.status is leaves:
+                return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=current.replay_nonce)
             return WriteResult(WriteStatus.LEASE_LOST, current=current)
-        return WriteResult(WriteStatus.OK, lock=lock)
+        nonce = values.get(":nonce", {}).get("S")
+        return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=nonce)
 
     # -- reads and operator actions ----------------------------------------------------------
 

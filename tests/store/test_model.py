@@ -1,0 +1,419 @@
+"""A stateful property test of the store's promises against DynamoDB Local (hypothesis).
+
+Hypothesis interleaves, for two keys: message deliveries through the record processor (whose
+business function applies a fenced effect, then succeeds, raises, fails permanently or raises
+a BaseException), hand-driven holders that acquire, apply the effect, complete, fail, extend or
+die between any two steps (zombies), clock jumps past a lease and past the TTL, the TTL sweep,
+lost replies (the write commits, botocore retries it) and throttles past botocore's retries,
+and replays of dead-lettered messages. After every step it checks the invariants:
+
+- at most one fenced effect per key, and a processed message's effect exists;
+- a key whose record is COMPLETED and live never runs again;
+- a record IN_PROGRESS past its lease is taken by the next delivery (never stuck);
+- the fence strictly increases per key, across takeovers, generations and deletion;
+- every message is succeeded, reported failed, or in the DLQ with its reason.
+
+`make test` runs a bounded, derandomised exploration; `make model` a long one
+(`EO_MODEL_EXAMPLES`, `EO_MODEL_STEPS`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from botocore.retries.standard import ExponentialBackoff
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from exactly_once import processor as processor_module
+from exactly_once import schema
+from exactly_once.config import ConsumerConfig
+from exactly_once.effects import LeaseLost, put_once
+from exactly_once.errors import PermanentError
+from exactly_once.outcomes import Outcome, RecordResult
+from exactly_once.processor import RecordContext, RecordProcessor
+from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord
+from exactly_once.schema import Status
+from exactly_once.store import IdempotencyStore
+from tests.conftest import FakeClock, make_ddb_client
+from tools.chaos.lost_replies import install_lost_replies
+from tools.chaos.throttling import install_throttling
+from tools.tables import create_idempotency_table, create_ledger_table
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+    from tools.dynamodb_local import DynamoDBLocal
+
+KEYS = ("k0", "k1")
+WORKERS = (0, 1)
+LEASE_MS = 10_000
+TTL_S = 120
+ATTEMPTS = 2  # botocore attempts per call: a lost reply is retried once, a throttle twice
+BEHAVIOURS = ("ok", "raise", "permanent", "cancel")
+
+
+@dataclass
+class Env:
+    endpoint: str
+    ddb: DynamoDBClient
+    table: str
+    effects: str
+
+
+ENV: Env | None = None
+
+
+@dataclass
+class Faults:
+    """What the next requests of the store's client meet; `fired` says one happened."""
+
+    lose: int = 0
+    throttle: int = 0
+    fired: bool = False
+
+    def take_lose(self, operation: str) -> bool:
+        if self.lose > 0 and operation in {"UpdateItem", "PutItem", "TransactWriteItems"}:
+            self.lose -= 1
+            self.fired = True
+            return True
+        return False
+
+
+class _ThrottleDraws:
+    """An `rng` for install_throttling that throttles while the armed count lasts."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+
+    def random(self) -> float:
+        if self.faults.throttle > 0:
+            self.faults.throttle -= 1
+            self.faults.fired = True
+            return 0.0
+        return 0.99
+
+
+@dataclass
+class FakeDeadLetterQueue:
+    """Stands in for SQS: the processor only calls send_message on it here."""
+
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+    def send_message(self, **params: Any) -> dict[str, str]:
+        self.sent.append(params)
+        return {"MessageId": str(uuid.uuid4())}
+
+
+def _attribute(params: dict[str, Any], name: str) -> str | None:
+    attributes = params.get("MessageAttributes", {})
+    if name in attributes:
+        return str(attributes[name]["StringValue"])
+    packed = attributes.get("eo-failure")
+    if packed:
+        value = json.loads(packed["StringValue"]).get(name)
+        return str(value) if value is not None else None
+    return None
+
+
+def _record(body: dict[str, Any], attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "messageId": str(uuid.uuid4()),
+        "body": json.dumps(body),
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": attributes or {},
+    }
+
+
+class StoreMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        assert ENV is not None
+        self.env = ENV
+        self.scope = f"model-{uuid.uuid4().hex[:10]}"
+        self.clock = FakeClock()
+        self.faults = Faults()
+        client = make_ddb_client(ENV.endpoint, max_attempts=ATTEMPTS)
+        install_throttling(client, 0.5, _ThrottleDraws(self.faults))  # type: ignore[arg-type]
+        install_lost_replies(client, self.faults.take_lose)
+        self.store = IdempotencyStore(
+            ENV.table, client=client, clock=self.clock, record_ttl_s=TTL_S, failed_ttl_s=TTL_S
+        )
+        self.dlq = FakeDeadLetterQueue()
+        self.block = False
+        self.processor: RecordProcessor | None = None
+        self.holders: dict[int, tuple[str, Lock] | None] = dict.fromkeys(WORKERS)
+        self.max_fence: dict[str, int] = {}
+        self.effect_fences: dict[str, set[int]] = {key: set() for key in KEYS}
+        self.running: str | None = None  # the key whose delivery is running the handler now
+        self.behaviour = "ok"
+        self.ran = False
+
+    @initialize(block=st.booleans())
+    def configure(self, block: bool) -> None:
+        self.block = block
+        config = ConsumerConfig(
+            table_name=self.env.table,
+            scope=self.scope,
+            dead_letter_queue_url="https://sqs.local/123456789012/dlq",
+            fingerprint=False,
+            block_takeover=block,
+            record_ttl_s=TTL_S,
+            failed_ttl_s=TTL_S,
+        )
+        self.processor = RecordProcessor(self._business, "id", config, self.store, self.dlq)  # type: ignore[arg-type]
+
+    # -- what a delivery runs --------------------------------------------------------------
+
+    def _business(self, body: Any, ctx: RecordContext) -> str:
+        self.ran = True
+        self._saw_fence(ctx.key, ctx.fence)
+        if put_once(ctx, self.env.effects, self._effect_item(ctx.key)):
+            self.effect_fences[ctx.key].add(ctx.fence)
+        if self.behaviour == "raise":
+            raise TimeoutError("downstream timed out")
+        if self.behaviour == "permanent":
+            raise PermanentError("declined")
+        if self.behaviour == "cancel":
+            raise SystemExit(1)  # a BaseException from a library
+        return "done"
+
+    def _effect_item(self, key: str) -> dict[str, Any]:
+        return {"pk": {"S": f"{self.scope}#{key}"}, "sk": {"S": "effect"}}
+
+    def _saw_fence(self, key: str, fence: int) -> None:
+        assert fence > self.max_fence.get(key, 0), (key, fence, self.max_fence)
+        self.max_fence[key] = fence
+
+    def _raw(self, key: str) -> StoredRecord | None:
+        got = self.env.ddb.get_item(
+            TableName=self.env.table,
+            Key={schema.PARTITION_KEY: {"S": schema.record_id(self.scope, key)}},
+            ConsistentRead=True,
+        ).get("Item")
+        return StoredRecord.from_item(dict(got)) if got else None
+
+    def _live(self, record: StoredRecord | None) -> bool:
+        return record is not None and not record.is_expired(self.clock())
+
+    def _effect_exists(self, key: str) -> bool:
+        item = self.env.ddb.get_item(
+            TableName=self.env.effects, Key=self._effect_item(key), ConsistentRead=True
+        ).get("Item")
+        return bool(item)
+
+    # -- deliveries through the processor --------------------------------------------------
+
+    def _deliver(self, key: str, record: dict[str, Any], behaviour: str) -> RecordResult:
+        assert self.processor is not None
+        before = self._raw(key)
+        self.behaviour, self.ran, self.faults.fired = behaviour, False, False
+        sent_before = len(self.dlq.sent)
+        result = self.processor.process(record, None)
+        now_ms = int(self.clock() * 1000)
+
+        if self._live(before) and before is not None and before.status is Status.COMPLETED:
+            assert not self.ran, f"{key} ran again while its COMPLETED record lives"
+        stuck = (
+            self._live(before)
+            and before is not None
+            and before.status is Status.IN_PROGRESS
+            and before.lease_expired(now_ms)
+        )
+        if stuck and not self.faults.fired:
+            assert result.outcome is not Outcome.IN_PROGRESS, f"{key} stuck past its lease"
+        # every message: succeeded, reported failed, or in the DLQ with its reason
+        if result.outcome is Outcome.PERMANENT:
+            assert not result.report_failure
+            assert result.dead_lettered
+            [sent] = self.dlq.sent[sent_before:]
+            assert _attribute(sent, "eo-error-type")
+        elif not result.report_failure:
+            assert result.outcome in {Outcome.PROCESSED, Outcome.DUPLICATE}, result
+        if result.outcome is Outcome.PROCESSED:
+            assert self._effect_exists(key), f"{key} processed without its effect"
+        return result
+
+    @rule(key=st.sampled_from(KEYS), behaviour=st.sampled_from(BEHAVIOURS))
+    def deliver(self, key: str, behaviour: str) -> None:
+        self._deliver(key, _record({"id": key}), behaviour)
+
+    @precondition(lambda self: bool(self.dlq.sent))
+    @rule(data=st.data(), forge=st.booleans())
+    def replay(self, data: st.DataObject, forge: bool) -> None:
+        """Send a dead-lettered message back, or a producer's look-alike of one."""
+        sent = data.draw(st.sampled_from(self.dlq.sent))
+        attributes = {
+            name: {"stringValue": value["StringValue"], "dataType": "String"}
+            for name, value in sent.get("MessageAttributes", {}).items()
+        }
+        if forge:
+            attributes["eo-replay-nonce"] = {"stringValue": "f" * 32, "dataType": "String"}
+        body = json.loads(sent["MessageBody"])
+        key = body["id"]
+        before = self._raw(key)
+        self._deliver(key, _record(body, attributes), "ok")
+        permanent = (
+            before is not None
+            and before.status is Status.FAILED
+            and not (before.error and before.error.retryable)
+            and self._live(before)
+        )
+        if forge and permanent:
+            assert not self.ran, "a forged replay re-ran a permanent failure"
+
+    # -- hand-driven holders (they may stop between any two steps: zombies) ----------------
+
+    @rule(worker=st.sampled_from(WORKERS), key=st.sampled_from(KEYS))
+    def hold(self, worker: int, key: str) -> None:
+        before = self._raw(key)
+        self.faults.fired = False
+        try:
+            got = self.store.acquire(
+                self.scope, key, lease_ms=LEASE_MS, owner=f"w{worker}", block_takeover=self.block
+            )
+        except Exception:
+            assert self.faults.fired
+            return
+        if got.status is AcquireStatus.ACQUIRED:
+            assert got.lock is not None
+            if self._live(before) and before is not None:
+                assert before.status is not Status.COMPLETED, "a completed key was acquired"
+            self._saw_fence(key, got.lock.fence)
+            self.holders[worker] = (key, got.lock)
+
+    def _held(self, worker: int) -> tuple[str, Lock]:
+        held = self.holders[worker]
+        assert held is not None
+        return held
+
+    @precondition(lambda self: any(self.holders.values()))
+    @rule(data=st.data())
+    def holder_effect(self, data: st.DataObject) -> None:
+        worker = data.draw(st.sampled_from([w for w, h in self.holders.items() if h]))
+        key, lock = self._held(worker)
+        ctx = RecordContext("manual", key, lock.fence, lock.attempt, {}, None, self.store, lock)
+        try:
+            if put_once(ctx, self.env.effects, self._effect_item(key)):
+                self.effect_fences[key].add(lock.fence)
+        except LeaseLost:
+            self.holders[worker] = None
+        except Exception:
+            assert self.faults.fired
+
+    @precondition(lambda self: any(self.holders.values()))
+    @rule(data=st.data(), action=st.sampled_from(("complete", "fail", "permanent", "extend")))
+    def holder_write(self, data: st.DataObject, action: str) -> None:
+        worker = data.draw(st.sampled_from([w for w, h in self.holders.items() if h]))
+        key, lock = self._held(worker)
+        self.faults.fired = False
+        try:
+            if action == "complete":
+                written = self.store.complete(lock, {"by": worker})
+            elif action == "extend":
+                written = self.store.extend(lock, LEASE_MS)
+            else:
+                error = ErrorInfo("Manual", "by hand", retryable=action == "fail")
+                written = self.store.fail(lock, error)
+        except Exception:
+            assert self.faults.fired  # throttled past the retries: it may try again
+            return
+        if not written.ok:
+            self.holders[worker] = None
+        elif action == "extend":
+            assert written.lock is not None
+            self.holders[worker] = (key, written.lock)
+        else:
+            self.holders[worker] = None
+
+    @precondition(lambda self: any(self.holders.values()))
+    @rule(worker=st.sampled_from(WORKERS))
+    def holder_dies(self, worker: int) -> None:
+        self.holders[worker] = None
+
+    # -- time and faults -------------------------------------------------------------------
+
+    @rule(seconds=st.sampled_from((1.0, LEASE_MS / 1000 + 1, TTL_S + LEASE_MS / 1000 + 61)))
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    @rule(key=st.sampled_from(KEYS))
+    def ttl_sweep(self, key: str) -> None:
+        record = self._raw(key)
+        if record is not None and record.is_expired(self.clock()):
+            self.env.ddb.delete_item(
+                TableName=self.env.table,
+                Key={schema.PARTITION_KEY: {"S": schema.record_id(self.scope, key)}},
+            )
+
+    @rule()
+    def lose_next_reply(self) -> None:
+        self.faults.lose = 1
+
+    @rule()
+    def throttle_next_call(self) -> None:
+        self.faults.throttle = ATTEMPTS  # every attempt of the next call
+
+    # -- invariants ------------------------------------------------------------------------
+
+    @invariant()
+    def at_most_one_effect_per_key(self) -> None:
+        """At most one holder of a key is ever told its effect was applied."""
+        for key in KEYS:
+            assert len(self.effect_fences[key]) <= 1, (key, self.effect_fences)
+
+    @invariant()
+    def expires_at_outlives_every_live_lease(self) -> None:
+        for key in KEYS:
+            record = self._raw(key)
+            if record is not None and record.status is Status.IN_PROGRESS:
+                assert record.expires_at_s is not None
+                assert record.lease_expires_at_ms is not None
+                assert record.expires_at_s * 1000 > record.lease_expires_at_ms
+
+
+@pytest.fixture
+def env(dynamodb_local: DynamoDBLocal, ddb: DynamoDBClient, monkeypatch: pytest.MonkeyPatch) -> Env:
+    table, effects = f"model-{uuid.uuid4().hex[:8]}", f"effects-{uuid.uuid4().hex[:8]}"
+    create_idempotency_table(ddb, table)
+    create_ledger_table(ddb, effects)
+    # Retries wait for nothing, and so do the processor's completion retries: the model's time
+    # is the fake clock, and waiting would only slow the exploration down.
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)
+    monkeypatch.setattr(
+        processor_module, "time", SimpleNamespace(time=lambda: 0.0, sleep=lambda _: None)
+    )
+    return Env(dynamodb_local.endpoint, ddb, table, effects)
+
+
+def test_the_store_keeps_its_promises_under_interleavings_and_faults(env: Env) -> None:
+    global ENV
+    ENV = env
+    try:
+        run_state_machine_as_test(
+            StoreMachine,
+            settings=settings(
+                max_examples=int(os.environ.get("EO_MODEL_EXAMPLES", "25")),
+                stateful_step_count=int(os.environ.get("EO_MODEL_STEPS", "30")),
+                derandomize=os.environ.get("EO_MODEL_RANDOM") != "1",
+                deadline=None,
+                database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )
+    finally:
+        ENV = None
