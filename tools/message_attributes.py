@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
+
+from exactly_once.messages import packed_json
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import (
@@ -147,11 +148,5 @@ def unpacked(
 
 
 def _packed(received: Mapping[str, MessageAttributeValueOutputTypeDef]) -> dict[str, object]:
-    text = received[PACKED_ATTRIBUTE].get("StringValue") if PACKED_ATTRIBUTE in received else None
-    if not isinstance(text, str):
-        return {}
-    try:
-        packed = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}
-    return packed if isinstance(packed, dict) else {}
+    packed = received.get(PACKED_ATTRIBUTE)
+    return packed_json(packed.get("StringValue") if packed else None)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from botocore.awsrequest import AWSResponse, HTTPHeaders
+from botocore.awsrequest import AWSResponse
 from botocore.httpsession import URLLib3Session
 
-from tools.chaos.throttling import _Body
+from tools.chaos.throttling import error_response
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -28,14 +27,6 @@ _BODY = json.dumps(
         "message": "the reply was lost after the request was applied (injected)",
     }
 ).encode("utf-8")
-
-
-def _lost_reply(url: str) -> AWSResponse:
-    headers = HTTPHeaders()
-    headers["Content-Type"] = "application/x-amz-json-1.0"
-    headers["x-amzn-RequestId"] = uuid.uuid4().hex
-    headers["Content-Length"] = str(len(_BODY))
-    return AWSResponse(url, 500, headers, _Body(_BODY))
 
 
 def install_lost_replies(
@@ -60,7 +51,7 @@ def install_lost_replies(
         session.send(request)  # DynamoDB applies it; the caller never hears
         if on_lost is not None:
             on_lost(operation)
-        return _lost_reply(str(request.url))
+        return error_response(str(request.url), 500, _BODY)
 
     client.meta.events.register("before-send.dynamodb", cast("Callable[..., None]", before_send))
 

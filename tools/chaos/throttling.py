@@ -40,12 +40,17 @@ class _Body:
         yield self._data
 
 
-def throttle_response(url: str) -> AWSResponse:
+def error_response(url: str, status: int, body: bytes) -> AWSResponse:
+    """A DynamoDB JSON error reply that botocore parses (and retries) like a real one."""
     headers = HTTPHeaders()
     headers["Content-Type"] = "application/x-amz-json-1.0"
     headers["x-amzn-RequestId"] = uuid.uuid4().hex
-    headers["Content-Length"] = str(len(_BODY))
-    return AWSResponse(url, 400, headers, _Body(_BODY))
+    headers["Content-Length"] = str(len(body))
+    return AWSResponse(url, status, headers, _Body(body))
+
+
+def throttle_response(url: str) -> AWSResponse:
+    return error_response(url, 400, _BODY)
 
 
 def install_throttling(

@@ -133,9 +133,12 @@ def _string_value(attribute: Any) -> str | None:
 
 
 def _packed(attributes: dict[Any, Any]) -> dict[str, Any]:
-    """The packed JSON object, or {} when absent or malformed."""
-    text = _string_value(attributes.get(PACKED_ATTRIBUTE))
-    if text is None:
+    return packed_json(_string_value(attributes.get(PACKED_ATTRIBUTE)))
+
+
+def packed_json(text: Any) -> dict[str, Any]:
+    """The JSON object in an `eo-failure` value, or {} when absent or malformed."""
+    if not isinstance(text, str):
         return {}
     try:
         packed = json.loads(text)
