@@ -9,7 +9,7 @@ from constructs import Construct
 from exactly_once import schema
 
 LEDGER_PARTITION_KEY = "pk"  # the business key
-LEDGER_SORT_KEY = "sk"  # "{fence:012d}#{uuid}": one item per executed side effect
+LEDGER_SORT_KEY = "sk"  # record_effect: "{scope}#{name}", once per key; append_entry: unique
 
 
 def _table(

@@ -129,6 +129,21 @@ def test_a_result_with_a_lone_surrogate_completes(
     assert stored.result == {"cut": "\ud83d"}
 
 
+def test_a_key_function_raising_a_base_exception_fails_only_its_record(
+    make_consumer: MakeConsumer, sqs: SQSClient, queues: Queues
+) -> None:
+    def key_of(record: dict[str, Any]) -> str:
+        if "cancel" in record["body"]:
+            raise asyncio.CancelledError
+        return str(json.loads(record["body"])["id"])
+
+    consumer = make_consumer(lambda body, ctx: "ok", key=key_of)
+    bad, good = sqs_record({"id": "x", "cancel": 1}), sqs_record({"id": "y"})
+    assert consumer(event(bad, good), lambda_context()) == {"batchItemFailures": []}
+    assert outcomes(consumer) == [Outcome.PERMANENT, Outcome.PROCESSED]
+    assert reasons(sqs, queues) == ["MissingKey"]
+
+
 # -- 3. results that used to poison every later duplicate ---------------------------------
 
 

@@ -13,8 +13,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from botocore.exceptions import ClientError
 
-from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, RecordContext, Status, schema
+from exactly_once import (
+    AcquireStatus,
+    ErrorInfo,
+    IdempotencyStore,
+    RecordContext,
+    Status,
+    WriteStatus,
+    schema,
+)
 from exactly_once.effects import put_once
+from exactly_once.ledger import record_effect
 from tests.conftest import FakeClock, make_ddb_client
 from tools.chaos.lost_replies import install_lost_replies, lose_next
 from tools.chaos.throttling import install_throttling
@@ -104,7 +113,7 @@ def test_a_renewed_record_starts_a_new_generation_in_one_write(
     assert second.lock is not None
     assert second.lock.fence > first.lock.fence
     item = item_of(ddb, idempotency_table, scope, "k")
-    assert schema.EFFECT_FENCE not in item  # the old generation's mark is gone with it
+    assert not [n for n in item if n.startswith(schema.EFFECT_FENCE)]  # gone with its generation
     assert int(item[schema.ATTEMPTS]["N"]) == 1
 
 
@@ -218,3 +227,80 @@ def test_the_fence_increases_across_deletion(
         )  # the TTL sweep, days later
         clock.advance(3600 + 1)
     assert all(a < b for a, b in itertools.pairwise(seen)), seen
+
+
+def test_a_record_swept_while_it_is_renewed_is_simply_acquired(
+    dynamodb_local: DynamoDBLocal,
+    ddb: DynamoDBClient,
+    idempotency_table: str,
+    scope: str,
+    clock: FakeClock,
+) -> None:
+    store, client = faulty_store(dynamodb_local, idempotency_table, clock, record_ttl_s=3600)
+    lock = store.acquire(scope, "k", lease_ms=LEASE_MS, owner="gen1").lock
+    assert lock is not None
+    assert store.complete(lock, "done").ok
+    clock.advance(2 * 3600)
+
+    def sweep_first(**_: Any) -> None:  # the TTL sweep lands between the refusal and the Put
+        ddb.delete_item(
+            TableName=idempotency_table, Key={"id": {"S": schema.record_id(scope, "k")}}
+        )
+
+    client.meta.events.register_first("before-send.dynamodb.PutItem", sweep_first)
+    got = store.acquire(scope, "k", lease_ms=LEASE_MS, owner="gen2")
+    assert got.status is AcquireStatus.ACQUIRED
+    assert got.lock is not None
+    assert got.lock.fence > lock.fence
+
+
+def test_a_blocked_holders_late_fail_is_lease_lost_not_its_own_write(
+    ddb: DynamoDBClient, idempotency_table: str, scope: str, clock: FakeClock
+) -> None:
+    store = IdempotencyStore(idempotency_table, client=ddb, clock=clock)
+    zombie = store.acquire(scope, "k", lease_ms=LEASE_MS, owner="zombie").lock
+    assert zombie is not None
+    clock.advance(LEASE_MS / 1000 + 1)
+    blocked = store.acquire(scope, "k", lease_ms=LEASE_MS, owner="next", block_takeover=True)
+    assert blocked.status is AcquireStatus.FAILED_PERMANENTLY
+    assert store.fail(zombie, ErrorInfo("Late", "zombie", retryable=True)).status is (
+        WriteStatus.LEASE_LOST
+    )
+    assert store.release(zombie).status is WriteStatus.LEASE_LOST
+    record = store.get(scope, "k")
+    assert record is not None
+    assert record.error is not None
+    assert record.error.type == "LeaseExpired"
+
+
+def test_blocking_holds_after_the_ttl_too(
+    ddb: DynamoDBClient, idempotency_table: str, scope: str, clock: FakeClock
+) -> None:
+    store = IdempotencyStore(idempotency_table, client=ddb, clock=clock, record_ttl_s=60)
+    assert store.acquire(scope, "k", lease_ms=LEASE_MS, owner="died").acquired
+    clock.advance(600)  # past the lease and the TTL: nobody looked in between
+    got = store.acquire(scope, "k", lease_ms=LEASE_MS, owner="next", block_takeover=True)
+    assert got.status is AcquireStatus.FAILED_PERMANENTLY
+
+
+def test_one_holder_applies_several_named_effects_and_a_takeover_finishes_them(
+    ddb: DynamoDBClient, idempotency_table: str, ledger_table: str, scope: str, clock: FakeClock
+) -> None:
+    store = IdempotencyStore(idempotency_table, client=ddb, clock=clock)
+    first = store.acquire(scope, "k", lease_ms=LEASE_MS, owner="a").lock
+    assert first is not None
+    ctx = context(store, "k", first)
+    assert record_effect(ctx, {"n": 1}, table=ledger_table, name="charge") is not None
+    # ...it died before its second effect. The takeover repeats neither, and finishes the job:
+    clock.advance(LEASE_MS / 1000 + 1)
+    second = store.acquire(scope, "k", lease_ms=LEASE_MS, owner="b").lock
+    assert second is not None
+    again = context(store, "k", second)
+    assert record_effect(again, {"n": 1}, table=ledger_table, name="charge") is None
+    assert record_effect(again, {"n": 2}, table=ledger_table, name="email") is not None
+    items = ddb.query(
+        TableName=ledger_table,
+        KeyConditionExpression="pk = :k",
+        ExpressionAttributeValues={":k": {"S": "k"}},
+    )["Items"]
+    assert sorted(i["sk"]["S"] for i in items) == [f"{scope}#charge", f"{scope}#email"]

@@ -68,8 +68,9 @@ CONSUMERS = """\
 
 * **layer, fenced effect**: `@sqs_consumer(key="orderId")` with the effect written by the layer's
   `exactly_once.ledger.record_effect`: one `TransactWriteItems` that puts the ledger item and sets
-  `effect_fence` on the idempotency record, conditioned on holding the lock (`lock_token = mine
-  AND status = IN_PROGRESS`, no mark of this generation yet) and on the ledger item not existing.
+  its mark (`effect_fence#<item>`) on the idempotency record, conditioned on holding the lock
+  (`lock_token = mine AND status = IN_PROGRESS`, no such mark yet) and on the ledger item not
+  existing.
   A zombie's token has moved on, so its write is refused; a takeover after a crash between
   effect and completion finds the mark and skips the effect. The ledger item's key is the
   business key (`sk` = `{scope}#effect`), so a second item for a key cannot be written at all:

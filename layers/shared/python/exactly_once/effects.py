@@ -2,8 +2,9 @@
 
 The record alone cannot make an effect outside it exactly-once: a holder killed after its
 effect and before completion, or one frozen past its lease while another takes over, would
-leave a second effect. So the effect item and a mark on the record (`effect_fence`) go in ONE
-transaction, conditioned on the record still being held at this invocation's fence:
+leave a second effect. So the effect item and a mark on the record (`effect_fence#<item>`, one
+per effect item, holding the applier's fence) go in ONE transaction, conditioned on the record
+still being held by this lock and on the effect item not existing:
 
 - a zombie (its fence has moved on) is refused with `LeaseLost`, and its message is retried;
 - a takeover after a crash between effect and completion finds the mark and skips the effect.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import schema
-from exactly_once.records import StoredRecord
+from exactly_once.records import Lock, StoredRecord
 from exactly_once.schema import Status
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ def put_once(
         raise LeaseLost("this context holds no lock")
     client = store.client
     names = list(key_names) if key_names is not None else list(item)
+    mark = schema.effect_mark(table, {name: item.get(name) for name in names})
     placeholders = {f"#k{i}": name for i, name in enumerate(names)}
     try:
         client.transact_write_items(
@@ -60,15 +62,12 @@ def put_once(
                     "Update": {
                         "TableName": store.table_name,
                         "Key": {schema.PARTITION_KEY: {"S": lock.record_id}},
-                        "UpdateExpression": "SET #applied = :fence",
-                        # A mark below the generation belongs to an expired generation: void.
+                        "UpdateExpression": "SET #mark = :fence",
                         "ConditionExpression": (
-                            "#tok = :tok AND #st = :ip AND "
-                            "(attribute_not_exists(#applied) OR #applied < #gen)"
+                            "#tok = :tok AND #st = :ip AND attribute_not_exists(#mark)"
                         ),
                         "ExpressionAttributeNames": {
-                            "#applied": schema.EFFECT_FENCE,
-                            "#gen": schema.GENERATION,
+                            "#mark": mark,
                             "#tok": schema.LOCK_TOKEN,
                             "#st": schema.STATUS,
                         },
@@ -96,18 +95,24 @@ def put_once(
         reasons = getattr(cancelled, "response", {}).get("CancellationReasons") or [{}, {}]
         codes = [r.get("Code") for r in reasons]
         if codes[0] == "ConditionalCheckFailed":
-            return _refused_mark(reasons[0].get("Item"), lock.token, lock.fence, lock.record_id)
+            return _refused_mark(reasons[0].get("Item"), lock, mark)
         if codes[1:2] == ["ConditionalCheckFailed"]:
             return False  # the effect item exists: applied in an earlier generation
         raise  # a conflict or throttling inside the transaction: the record is retried
     return True
 
 
-def _refused_mark(item: dict[str, Any] | None, token: str, fence: int, record_id: str) -> bool:
+def _refused_mark(item: dict[str, Any] | None, lock: Lock, mark: str) -> bool:
     """Why the mark was refused: ours already (a lost reply), an earlier holder's, or lost."""
     current = StoredRecord.from_item(item) if item else None
-    if current is None or current.lock_token != token or current.status is not Status.IN_PROGRESS:
-        raise LeaseLost(f"{record_id} is no longer held at fence {fence}: the effect is refused")
-    # Still ours, so the mark is what refused: set by our own lost-reply attempt, or by a holder
-    # before us that died between its effect and its completion.
-    return current.effect_fence == fence
+    if (
+        current is None
+        or current.lock_token != lock.token
+        or current.status is not Status.IN_PROGRESS
+    ):
+        raise LeaseLost(
+            f"{lock.record_id} is no longer held at fence {lock.fence}: the effect is refused"
+        )
+    # Still ours, so this effect's mark is what refused: set by our own attempt whose reply was
+    # lost, or by a holder before us that died between its effect and its completion.
+    return current.effect_marks.get(mark) == lock.fence

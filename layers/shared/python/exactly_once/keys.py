@@ -30,7 +30,9 @@ def resolve_key(spec: KeySpec, record: dict[str, Any], body: Any) -> str:
         where = getattr(spec, "__name__", "key function")
         try:
             value = spec(record)
-        except Exception as exc:  # the same record makes it raise again: permanent
+        except BaseException as exc:  # it raises again on the same record: permanent
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             raise MissingKey(f"key function {where} raised {type(exc).__name__}: {exc}") from exc
     elif spec.startswith("attribute:"):
         name = spec.removeprefix("attribute:")

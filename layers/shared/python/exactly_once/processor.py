@@ -100,7 +100,9 @@ class RecordProcessor:
         """The record's idempotency key, or None when it has none (it then runs on its own)."""
         try:
             return resolve_key(self.key, record, parse_body(record, self.config.raw_body))
-        except Exception:
+        except BaseException as exc:  # a key function's CancelledError must not fail the batch
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             return None
 
     def _identify(self, record: dict[str, Any]) -> tuple[Any, str, str | None]:

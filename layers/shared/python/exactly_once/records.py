@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -69,8 +69,7 @@ class StoredRecord:
     result_size: int | None
     result_omitted: str | None = None
     replay_nonce: str | None = None
-    generation: int = 0
-    effect_fence: int | None = None
+    effect_marks: dict[str, int] = field(default_factory=dict)  # mark attribute -> fence
 
     @property
     def result(self) -> Any:
@@ -95,10 +94,6 @@ class StoredRecord:
 
     def lease_live(self, now_ms: int) -> bool:
         return self.status is Status.IN_PROGRESS and not self.lease_expired(now_ms)
-
-    def effect_applied(self) -> bool:
-        """A fenced effect of this generation was applied (an older generation's mark is void)."""
-        return self.effect_fence is not None and self.effect_fence >= self.generation
 
     @classmethod
     def from_item(cls, item: Item) -> StoredRecord:
@@ -127,8 +122,11 @@ class StoredRecord:
             result_size=_n(item, schema.RESULT_SIZE),
             result_omitted=_s(item, schema.RESULT_OMITTED),
             replay_nonce=_s(item, schema.REPLAY_NONCE),
-            generation=_n(item, schema.GENERATION) or 0,
-            effect_fence=_n(item, schema.EFFECT_FENCE),
+            effect_marks={
+                name: int(value["N"])
+                for name, value in item.items()
+                if name.startswith(schema.EFFECT_FENCE) and "N" in value
+            },
         )
 
 

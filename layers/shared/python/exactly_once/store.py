@@ -59,7 +59,6 @@ _NAMES = {
     "#ps": schema.PENDING_SHARD,
     "#pa": schema.PENDING_AT,
     "#retry": "retryable",
-    "#applied": schema.EFFECT_FENCE,
     "#nonce": schema.REPLAY_NONCE,
 }
 
@@ -271,7 +270,10 @@ class IdempotencyStore:
         if record.lock_token == req.token:
             # Our own write committed and its reply was lost; botocore's retry met it.
             return Acquisition(AcquireStatus.ACQUIRED, lock=req.lock(record.fence, record.attempts))
-        if record.is_expired(req.now_s) and not record.lease_live(req.now_ms):
+        expired = record.is_expired(req.now_s) and not record.lease_live(req.now_ms)
+        if expired and req.block_takeover and record.status is Status.IN_PROGRESS:
+            return self._block(record, req)  # its holder may have paid: a person decides
+        if expired:
             if renewals > 0:
                 return self._renew(item, record, req, renewals - 1)
             return Acquisition(AcquireStatus.IN_PROGRESS, record=record)  # contended: retry later
@@ -289,8 +291,10 @@ class IdempotencyStore:
         """Replace a TTL-expired record with a new generation, in one conditional PutItem.
 
         One write, so no crash or throttle can leave half a generation behind: the old effect
-        mark, attempts and result go with the old item. The condition holds only while the item
-        is exactly as read (every write moves its token, update time or effect mark).
+        marks, attempts and result go with the old item. The condition holds only while the item
+        is exactly as read (every write moves its token, status or update time) or gone. A
+        zombie's effect mark written in between may be dropped: its effect item still refuses
+        a second effect (effects.put_once).
         """
         fence = max(old.fence, req.now_ms) + 1
         new: Item = {
@@ -306,23 +310,24 @@ class IdempotencyStore:
             schema.PENDING_AT: _n(req.lease_until_ms),
             schema.FENCE: _n(fence),
             schema.ATTEMPTS: _n(1),
-            schema.GENERATION: _n(fence),
         }
         if req.fingerprint is not None:
             new[schema.FINGERPRINT] = _s(req.fingerprint)
+        # Gone since we read it (the TTL sweep): absent is as good. Else exactly as read. AND
+        # binds tighter than OR, and DynamoDB rejects redundant parentheses.
         unchanged = ["#exp < :now_s"]
         values: dict[str, Any] = {":now_s": _n(req.now_s)}
         for placeholder, attribute in (
             ("#tok", schema.LOCK_TOKEN),
             ("#upd", schema.UPDATED_AT),
-            ("#applied", schema.EFFECT_FENCE),
+            ("#st", schema.STATUS),
         ):
             if attribute in item:
                 unchanged.append(f"{placeholder} = :was_{attribute}")
                 values[f":was_{attribute}"] = item[attribute]
             else:
                 unchanged.append(f"attribute_not_exists({placeholder})")
-        condition = " AND ".join(unchanged)
+        condition = "attribute_not_exists(#id) OR " + " AND ".join(unchanged)
         try:
             self.client.put_item(
                 TableName=self.table_name,
@@ -348,7 +353,9 @@ class IdempotencyStore:
             "takeover is blocked for this consumer, so a person must check and reset or replay",
             retryable=False,
         )
-        update = f"{_MARK_FAILED}, #nonce = :nonce"
+        # A fresh token, so the blocked holder's late fail or complete is "lease lost", never
+        # mistaken for its own lost reply.
+        update = f"{_MARK_FAILED}, #nonce = :nonce, #tok = :blocked"
         condition = f"{_HOLDS_LOCK} AND #lease < :now_ms"
         try:
             response = self.client.update_item(
@@ -360,6 +367,7 @@ class IdempotencyStore:
                 ExpressionAttributeValues={
                     **self._failure_values(record.record_id, error, req.now_ms / 1000),
                     ":nonce": _s(secrets.token_hex(16)),
+                    ":blocked": _s(secrets.token_hex(16)),
                     ":tok": _s(record.lock_token or ""),
                     ":ip": _s(Status.IN_PROGRESS),
                 },
