@@ -86,7 +86,11 @@ def list_cmd(
 def _record_json(record: StoredRecord) -> str:
     data = asdict(record)
     data["status"] = record.status.value
-    return json.dumps(data, default=str, indent=2)
+    result, undecodable = record.decoded_result()  # never raises, whatever was stored
+    data["result"] = result
+    if undecodable:
+        data["result_undecodable"] = undecodable
+    return json.dumps(data, default=repr, indent=2)
 
 
 @locks_app.command("show")
