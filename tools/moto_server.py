@@ -54,11 +54,12 @@ class MotoServer(ChildServer):
         return aws_env(self.endpoint)
 
     def start(self, timeout_s: float = 30.0) -> MotoServer:
-        executable = Path(sys.executable).with_name("moto_server")
-        cmd = [str(executable), "-H", "127.0.0.1", "-p", str(self.port)]
+        # moto_server itself, with its SQS delete race closed (see tools/moto_entry.py).
+        cmd = [sys.executable, "-m", "tools.moto_entry", "-H", "127.0.0.1", "-p", str(self.port)]
         # Its request log goes to a file that `log_tail` can show when something fails.
         self._log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log")  # noqa: SIM115
-        self._spawn(cmd, self.port, timeout_s, stdout=self._log, stderr=subprocess.STDOUT)
+        root = Path(__file__).resolve().parents[1]  # so `-m tools.moto_entry` resolves anywhere
+        self._spawn(cmd, self.port, timeout_s, stdout=self._log, stderr=subprocess.STDOUT, cwd=root)
         return self
 
     def log_tail(self, lines: int = 40) -> str:
