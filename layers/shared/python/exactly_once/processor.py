@@ -225,9 +225,11 @@ class RecordProcessor:
     def _complete(
         self, ctx: RecordContext, result: Any, takeover: bool, context: Any, margin_ms: float
     ) -> RecordResult:
-        """Record completion, retrying past botocore's own retries while time remains.
+        """Record completion, retrying past botocore's own retries: at most COMPLETE_ATTEMPTS
+        times, and only while the invocation has time left.
 
         The work has happened; losing the completion would let a later takeover run it again.
+        Bounded all the same, so a local script without a Lambda context cannot spin forever.
         """
         assert ctx._lock is not None
         delay = 0.1
