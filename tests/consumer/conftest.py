@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -13,10 +13,12 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from exactly_once import RecordContext, SqsConsumer, sqs_consumer
 from tools.lambda_context import LocalLambdaContext
 from tools.ports import free_port
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 
@@ -65,6 +67,24 @@ def queues(sqs: SQSClient) -> Queues:
 @pytest.fixture
 def fifo_queues(sqs: SQSClient) -> Queues:
     return make_queues(sqs, fifo=True)
+
+
+MakeConsumer = Callable[..., SqsConsumer]
+
+
+@pytest.fixture
+def make_consumer(
+    ddb: DynamoDBClient, sqs: SQSClient, idempotency_table: str, scope: str, queues: Queues
+) -> MakeConsumer:
+    """A consumer on the session's tables and this test's queues; keywords override."""
+
+    def build(fn: Callable[[Any, RecordContext], Any], **kwargs: Any) -> SqsConsumer:
+        kwargs.setdefault("key", "orderId")
+        kwargs.setdefault("dead_letter_queue_url", queues.dlq_url)
+        kwargs.setdefault("dynamodb_client", ddb)
+        return sqs_consumer(table_name=idempotency_table, scope=scope, sqs_client=sqs, **kwargs)(fn)
+
+    return build
 
 
 def lambda_context(timeout_ms: int = 30_000) -> LocalLambdaContext:

@@ -8,10 +8,10 @@ the DLQ with its reason, and that no key's effect happens twice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import threading
-from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +25,10 @@ from exactly_once import (
     SqsConsumer,
     Status,
     schema,
-    sqs_consumer,
 )
 from exactly_once.ledger import record_effect
 from tests.conftest import make_ddb_client
-from tests.consumer.conftest import Queues, drain, event, lambda_context, sqs_record
+from tests.consumer.conftest import MakeConsumer, Queues, drain, event, lambda_context, sqs_record
 from tools.chaos.throttling import install_throttling
 from tools.poller import to_lambda_record
 
@@ -39,20 +38,11 @@ if TYPE_CHECKING:
 
     from tools.dynamodb_local import DynamoDBLocal
 
-MakeConsumer = Callable[..., SqsConsumer]
-
 
 @pytest.fixture
-def make_consumer(
-    ddb: DynamoDBClient, sqs: SQSClient, idempotency_table: str, scope: str, queues: Queues
-) -> MakeConsumer:
-    def build(fn: Callable[[Any, RecordContext], Any], **kwargs: Any) -> SqsConsumer:
-        kwargs.setdefault("key", "id")
-        kwargs.setdefault("dead_letter_queue_url", queues.dlq_url)
-        kwargs.setdefault("dynamodb_client", ddb)
-        return sqs_consumer(table_name=idempotency_table, scope=scope, sqs_client=sqs, **kwargs)(fn)
-
-    return build
+def make_consumer(make_consumer: MakeConsumer) -> MakeConsumer:
+    """The shared factory, keyed on the `id` field these bodies carry."""
+    return functools.partial(make_consumer, key="id")
 
 
 def outcomes(consumer: SqsConsumer) -> list[Outcome]:

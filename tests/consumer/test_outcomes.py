@@ -21,6 +21,7 @@ from exactly_once import (
     sqs_consumer,
 )
 from tests.consumer.conftest import (
+    MakeConsumer,
     Queues,
     drain,
     event,
@@ -33,30 +34,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
-MakeConsumer = Callable[..., SqsConsumer]
-
 
 @pytest.fixture
 def calls() -> list[Any]:
     return []
-
-
-@pytest.fixture
-def make_consumer(
-    ddb: DynamoDBClient, sqs: SQSClient, idempotency_table: str, scope: str, queues: Queues
-) -> MakeConsumer:
-    def build(fn: Callable[[Any, RecordContext], Any], **kwargs: Any) -> SqsConsumer:
-        kwargs.setdefault("key", "orderId")
-        kwargs.setdefault("dead_letter_queue_url", queues.dlq_url)
-        return sqs_consumer(
-            table_name=idempotency_table,
-            scope=scope,
-            dynamodb_client=ddb,
-            sqs_client=sqs,
-            **kwargs,
-        )(fn)
-
-    return build
 
 
 @pytest.fixture
