@@ -11,8 +11,9 @@ import asyncio
 import functools
 import json
 import random
-import threading
+import time
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,6 +27,7 @@ from exactly_once import (
     Status,
     schema,
 )
+from exactly_once import processor as processor_module
 from exactly_once.ledger import record_effect
 from tests.conftest import make_ddb_client
 from tests.consumer.conftest import MakeConsumer, Queues, drain, event, lambda_context, sqs_record
@@ -337,24 +339,22 @@ class _Always(random.Random):
 
 
 def test_completion_retries_are_bounded_without_a_lambda_context(
-    make_consumer: MakeConsumer, dynamodb_local: DynamoDBLocal
+    make_consumer: MakeConsumer, dynamodb_local: DynamoDBLocal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Counted, not timed: exactly COMPLETE_ATTEMPTS calls of 2 botocore attempts each, then
+    reported failed. (An unbounded loop would hang here until pytest-timeout stops it.)"""
     client = make_ddb_client(dynamodb_local.endpoint, max_attempts=2)
+    throttled: list[str] = []
 
     def then_throttle_everything(body: Any, ctx: RecordContext) -> str:
-        install_throttling(client, 1.0, _Always())  # the completion can never be written
+        install_throttling(client, 1.0, _Always(), throttled.append)  # completion can't land
         return "done"
 
+    no_waiting = SimpleNamespace(time=time.time, sleep=lambda _: None)
+    monkeypatch.setattr(processor_module, "time", no_waiting)  # the layer's backoff only
     consumer = make_consumer(then_throttle_everything, dynamodb_client=client)
     record = sqs_record({"id": "b-1"})
-    finished = threading.Event()
-    response: dict[str, Any] = {}
-
-    def run() -> None:
-        response.update(consumer(event(record), None))  # no Lambda context: no deadline
-        finished.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    assert finished.wait(60), "completion was retried without end"
+    response = consumer(event(record), None)  # no Lambda context: no deadline to stop it
     assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
     assert outcomes(consumer) == [Outcome.ERROR]
+    assert throttled == ["UpdateItem"] * (2 * processor_module.COMPLETE_ATTEMPTS)

@@ -1,8 +1,9 @@
-"""The local stack's moto: a delete holds the lock that sends append under."""
+"""The local stack's moto: a delete rebuilds the message list only under the send lock."""
 
 from __future__ import annotations
 
-import threading
+from types import TracebackType
+from typing import Any
 
 import boto3
 from moto import mock_aws
@@ -12,7 +13,24 @@ from tools import moto_entry
 from tools.moto_server import ACCOUNT_ID
 
 
-def test_delete_waits_for_the_lock_that_send_appends_under() -> None:
+class _WatchedLock:
+    """Stands in for the queue's lock and notes whether the list was replaced while held."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.held = False
+        self.replaced_while_held = False
+
+    def __enter__(self) -> None:
+        self.held = True
+        self.before = self.queue._messages
+
+    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.replaced_while_held = self.queue._messages is not self.before
+        self.held = False
+
+
+def test_delete_replaces_the_message_list_only_while_holding_the_send_lock() -> None:
     moto_entry.patch()
     assert Queue.delete_message is moto_entry._delete_message
     with mock_aws():
@@ -21,17 +39,10 @@ def test_delete_waits_for_the_lock_that_send_appends_under() -> None:
         sqs.send_message(QueueUrl=url, MessageBody="a")
         handle = sqs.receive_message(QueueUrl=url)["Messages"][0]["ReceiptHandle"]
         queue = sqs_backends[ACCOUNT_ID]["us-east-1"].queues["q"]
+        watched = _WatchedLock(queue)
+        queue._messages_lock = watched  # type: ignore[assignment]
 
-        deleted = threading.Event()
+        queue.delete_message(handle)
 
-        def delete() -> None:
-            queue.delete_message(handle)
-            deleted.set()
-
-        with queue._messages_lock:  # a send is appending right now
-            worker = threading.Thread(target=delete)
-            worker.start()
-            assert not deleted.wait(0.2)  # the delete cannot rebuild the list meanwhile
-        worker.join(10)
-        assert deleted.is_set()
+        assert watched.replaced_while_held  # a concurrent send (which takes it) cannot interleave
         assert queue._messages == []
