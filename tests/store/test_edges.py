@@ -177,18 +177,31 @@ def test_a_lost_effect_reply_counts_as_written_by_us(
 # -- 5. the TTL never steals a live lease -------------------------------------------------
 
 
+def assert_ttl_outlives_the_lease_then_holds(
+    store: IdempotencyStore,
+    ddb: DynamoDBClient,
+    clock: FakeClock,
+    scope: str,
+    lock: Any,
+    after_s: float,
+) -> None:
+    """The record's TTL lies past the lease, and `after_s` later (past now + the record TTL,
+    inside the lease) nobody else can take the key."""
+    item = item_of(ddb, store.table_name, scope, "k")
+    assert int(item[schema.TTL]["N"]) * 1000 > lock.lease_expires_at_ms
+    clock.advance(after_s)
+    assert store.acquire(scope, "k", lease_ms=1000, owner="thief").status is (
+        AcquireStatus.IN_PROGRESS
+    )
+
+
 def test_a_ttl_shorter_than_the_lease_cannot_steal_a_live_lock(
     ddb: DynamoDBClient, idempotency_table: str, scope: str, clock: FakeClock
 ) -> None:
     store = IdempotencyStore(idempotency_table, client=ddb, clock=clock, record_ttl_s=60)
     holder = store.acquire(scope, "k", lease_ms=300_000, owner="slow")
     assert holder.lock is not None
-    item = item_of(ddb, idempotency_table, scope, "k")
-    assert int(item[schema.TTL]["N"]) * 1000 > holder.lock.lease_expires_at_ms
-    clock.advance(120)  # past now + record_ttl_s, well inside the lease
-    assert store.acquire(scope, "k", lease_ms=1000, owner="thief").status is (
-        AcquireStatus.IN_PROGRESS
-    )
+    assert_ttl_outlives_the_lease_then_holds(store, ddb, clock, scope, holder.lock, after_s=120)
 
 
 def test_extend_keeps_the_ttl_beyond_the_new_lease(
@@ -200,12 +213,7 @@ def test_extend_keeps_the_ttl_beyond_the_new_lease(
     extended = store.extend(lock, 600_000)
     assert extended.ok
     assert extended.lock is not None
-    item = item_of(ddb, idempotency_table, scope, "k")
-    assert int(item[schema.TTL]["N"]) * 1000 > extended.lock.lease_expires_at_ms
-    clock.advance(300)
-    assert store.acquire(scope, "k", lease_ms=1000, owner="thief").status is (
-        AcquireStatus.IN_PROGRESS
-    )
+    assert_ttl_outlives_the_lease_then_holds(store, ddb, clock, scope, extended.lock, after_s=300)
 
 
 # -- 10. the fence keeps increasing after the TTL sweep deletes the item ------------------

@@ -9,17 +9,17 @@ every value we build is made valid for SQS, and the reason is cut to fit the mes
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
 import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from exactly_once.codec import sha256_hex, utf8
 from exactly_once.messages import (
     OVERFLOW_KEY,
     PACKED_ATTRIBUTE,
     REPLAY_NONCE_ATTRIBUTE,
+    is_base64,
     message_attributes,
     sanitise,
 )
@@ -162,9 +162,7 @@ def _originals(record: dict[str, Any]) -> dict[str, dict[str, str]]:
         data_type = data_type if isinstance(data_type, str) and data_type else "String"
         binary, text = attribute.get("binaryValue"), attribute.get("stringValue")
         if isinstance(binary, str) and binary:
-            try:
-                base64.b64decode(binary, validate=True)
-            except (binascii.Error, ValueError):
+            if not is_base64(binary):
                 continue
             out[name] = {"dataType": data_type, "binaryValue": binary}
         elif isinstance(text, str) and text:
@@ -197,7 +195,7 @@ def _fifo_id(value: Any) -> str:
         return "dead-letter"
     if _FIFO_ID.fullmatch(text):
         return text
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(text)
 
 
 def _fit(text: str, budget: int, cost: Callable[[str], int]) -> str:
@@ -218,7 +216,7 @@ def _fit(text: str, budget: int, cost: Callable[[str], int]) -> str:
 
 
 def _utf8_size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(utf8(text))
 
 
 def _json_size(text: str) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import schema
+from exactly_once.codec import sha256_hex
 from exactly_once.records import Lock, StoredRecord
 from exactly_once.schema import Status
 
@@ -53,7 +54,7 @@ def put_once(
         raise LeaseLost("this context holds no lock")
     client = store.client
     names = list(key_names) if key_names is not None else list(item)
-    mark = schema.effect_mark(table, {name: item.get(name) for name in names})
+    mark = effect_mark(table, {name: item.get(name) for name in names})
     placeholders = {f"#k{i}": name for i, name in enumerate(names)}
     try:
         client.transact_write_items(
@@ -100,6 +101,13 @@ def put_once(
             return False  # the effect item exists: applied in an earlier generation
         raise  # a conflict or throttling inside the transaction: the record is retried
     return True
+
+
+def effect_mark(table: str, key: dict[str, Any]) -> str:
+    """The record attribute that marks one effect item: the same for every holder of the key,
+    distinct per effect item, so one holder can apply several effects."""
+    digest = sha256_hex(table + "\x00" + repr(sorted(key.items())))
+    return f"{schema.EFFECT_FENCE}#{digest[:16]}"
 
 
 def _refused_mark(item: dict[str, Any] | None, lock: Lock, mark: str) -> bool:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.codec import lookup, utf8
+from exactly_once.codec import lookup, sha256_hex
 from exactly_once.errors import PermanentError
 from exactly_once.messages import message_attributes
 
@@ -51,5 +50,5 @@ def resolve_key(spec: KeySpec, record: dict[str, Any], body: Any) -> str:
     except UnicodeEncodeError:  # a lone surrogate (valid JSON) cannot be stored as a string
         fits = False
     if not fits:
-        key = "sha256:" + hashlib.sha256(utf8(key)).hexdigest()
+        key = "sha256:" + sha256_hex(key)
     return key

@@ -161,7 +161,7 @@ def _restorable(name: Any, value: Any) -> dict[str, str] | None:
     base = data_type.split(".", 1)[0]
     if base == "Binary":
         binary = value.get("binaryValue")
-        if not isinstance(binary, str) or not binary or not _is_base64(binary):
+        if not isinstance(binary, str) or not binary or not is_base64(binary):
             return None
         return {"dataType": data_type, "binaryValue": binary}
     text = value.get("stringValue")
@@ -172,7 +172,8 @@ def _restorable(name: Any, value: Any) -> dict[str, str] | None:
     return {"dataType": data_type, "stringValue": text}
 
 
-def _is_base64(text: str) -> bool:
+def is_base64(text: str) -> bool:
+    """Strict base64, as SQS needs a binary attribute value to be."""
     try:
         base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from exactly_once import codec, schema
+from exactly_once.messages import sanitise
 from exactly_once.schema import Status
 
 Item = dict[str, Any]  # a low-level DynamoDB item: {"name": {"S": "..."}}
@@ -23,8 +24,9 @@ class ErrorInfo:
     def to_attribute(self, at_ms: int) -> dict[str, Any]:
         return {
             "M": {
-                "type": {"S": _valid_utf8(self.type[:256])},
-                "message": {"S": _valid_utf8(self.message[: self.MAX_MESSAGE])},
+                # valid text for DynamoDB as for SQS: a lone surrogate from JSON input can't be
+                "type": {"S": sanitise(self.type[:256])},
+                "message": {"S": sanitise(self.message[: self.MAX_MESSAGE])},
                 "retryable": {"BOOL": self.retryable},
                 "at": {"N": str(at_ms)},
             }
@@ -37,11 +39,6 @@ class ErrorInfo:
         except Exception:  # an exception whose __str__ raises still gets recorded
             message = f"<unprintable {type(exc).__name__}>"
         return cls(type(exc).__name__, message[: cls.MAX_MESSAGE], retryable)
-
-
-def _valid_utf8(text: str) -> str:
-    """DynamoDB strings must be valid UTF-8; a lone surrogate (from JSON input) becomes '?'."""
-    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ One module owns these names so that the store, the CDK stack and the operator to
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 from enum import StrEnum
 
@@ -29,16 +28,6 @@ FINGERPRINT = "fingerprint"
 # value is the fence of the holder that applied it (see effects.py). A TTL-expired record is
 # replaced by a new item, so a mark never outlives its generation.
 EFFECT_FENCE = "effect_fence"
-
-
-def effect_mark(table: str, key: dict[str, object]) -> str:
-    """The mark attribute for one effect item: stable across holders, distinct per item."""
-    text = table + "\x00" + repr(sorted(key.items()))
-    return (
-        f"{EFFECT_FENCE}#{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
-    )
-
-
 REPLAY_NONCE = "replay_nonce"  # on permanently FAILED records; a real DLQ replay presents it
 
 # Sparse GSI: only IN_PROGRESS and FAILED records carry these two attributes. The partition key
