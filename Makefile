@@ -6,20 +6,23 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
+EONCE := $(BIN)/eonce
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION ?= 1
-export PYTHONPATH := $(CURDIR)/layers/shared/python:$(CURDIR)
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup lint typecheck unit test run bench chaos model synth deploy destroy send replay invoke locks layer clean
+.PHONY: help setup lint typecheck unit test run bench chaos model synth deploy destroy send replay invoke locks layer dist clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# The pinned requirements first, then this project in editable mode (no deps: the pins rule), so
+# `import exactly_once` and the `eonce` console script work in the venv without PYTHONPATH.
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps --editable .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -44,8 +47,11 @@ test: setup ## lint, types and the whole test suite
 	$(BIN)/mypy
 	$(BIN)/pytest
 
+dist: setup ## Build the wheel and sdist into dist/ (what `pip install` takes)
+	$(PY) -m build --outdir dist .
+
 clean: ## Remove build output (keeps .venv and node_modules)
-	rm -rf build cdk.out .local .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist cdk.out .local .pytest_cache .mypy_cache .ruff_cache
 
 # CDK: `make deploy CDK_ARGS="-c stage=prod -c alarmEmail=ops@example.com"`; see docs/infrastructure.md.
 CDK_ARGS ?=
@@ -60,7 +66,7 @@ destroy: setup ## Delete the stack (a prod stage keeps its tables)
 	cdk destroy $(CDK_ARGS)
 
 layer: setup ## Build the Lambda layer into build/layer (cached by a hash of its inputs)
-	$(PY) -m infra.layer_build
+	$(EONCE) layer
 
 # --- Run and operate (the CLI reads AWS_ENDPOINT_URL / AWS_PROFILE / AWS_REGION) -------------
 CONSUMER ?= orders
@@ -70,19 +76,19 @@ EVENT ?= events/orders-single.json
 ARGS ?=
 
 run: setup ## Everything on this machine: local AWS, deploy, poll, send a workload, report
-	$(PY) -m tools.cli run $(ARGS)
+	$(EONCE) run $(ARGS)
 
 send: setup ## Send COUNT generated messages (DUPLICATES share re-sent) to CONSUMER's queue
-	$(PY) -m tools.cli send --consumer $(CONSUMER) --count $(COUNT) --duplicates $(DUPLICATES) $(ARGS)
+	$(EONCE) send --consumer $(CONSUMER) --count $(COUNT) --duplicates $(DUPLICATES) $(ARGS)
 
 replay: setup ## Move CONSUMER's dead letters back (copy mode); ARGS e.g. "--dry-run"
-	$(PY) -m tools.cli replay copy --consumer $(CONSUMER) $(ARGS)
+	$(EONCE) replay copy --consumer $(CONSUMER) $(ARGS)
 
 invoke: setup ## Run CONSUMER's handler in-process on EVENT (env from the deployed stack)
-	$(PY) -m tools.cli invoke $(CONSUMER) --event $(EVENT) $(ARGS)
+	$(EONCE) invoke $(CONSUMER) --event $(EVENT) $(ARGS)
 
 locks: setup ## List stuck IN_PROGRESS and FAILED records (ARGS e.g. "--stuck-only")
-	$(PY) -m tools.cli locks list $(ARGS)
+	$(EONCE) locks list $(ARGS)
 
 bench: setup ## Benchmark against Powertools; writes docs/benchmarks.md + .png, fails on a missed target
 	$(PY) -m benchmarks.run --full
@@ -94,4 +100,4 @@ model: setup ## Long random exploration of the store's state machine (MODEL_EXAM
 		$(BIN)/pytest tests/store/test_model.py -p no:cacheprovider --timeout=0
 
 chaos: setup ## Fault injection on the local stack, layer vs Powertools; ARGS e.g. "--messages 2000 --crash 0.02"
-	$(PY) -m tools.cli chaos $(ARGS)
+	$(EONCE) chaos $(ARGS)

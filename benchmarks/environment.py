@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks.settings import Settings
-from tools.dynamodb_local import jar_dir
+from local_aws.dynamodb_local import jar_dir
 
 
 def _cpu_model() -> str:

@@ -23,7 +23,7 @@ from benchmarks.rig import VARIANTS, Rig
 from benchmarks.settings import Settings
 from benchmarks.walltime import WallResult
 from benchmarks.warmup import local_round_trip_s, warm_up
-from tools.moto_server import MotoServer
+from local_aws.moto_server import MotoServer
 
 Progress = Callable[[str], None]
 

@@ -17,7 +17,7 @@ from botocore.config import Config
 from benchmarks.business import Work
 from benchmarks.consumers import Consumer, layer_consumer, powertools_consumer
 from benchmarks.instrument import CallCounter, add_latency
-from tools.tables import create_idempotency_table, create_powertools_table
+from local_aws.tables import create_idempotency_table, create_powertools_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

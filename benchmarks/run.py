@@ -15,7 +15,7 @@ from rich.table import Table
 from benchmarks import chart, harness, report
 from benchmarks.settings import FULL, QUICK
 from benchmarks.targets import Target, all_passed, evaluate
-from tools.dynamodb_local import DynamoDBLocal
+from local_aws.dynamodb_local import DynamoDBLocal
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 console = Console(stderr=True)

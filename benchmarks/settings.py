@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from benchmarks.imports import ALL_CASES, BARE, LAYER
-from tools.lambda_context import LocalLambdaContext
+from exactly_once_ops.lambda_context import LocalLambdaContext
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SQS_NAME_LIMIT = 80
 
 
 @dataclass(frozen=True)
@@ -38,18 +37,6 @@ class ConsumerSpec:
     @property
     def source_path(self) -> Path:
         return ROOT / self.source_dir
-
-    def queue_name(self, stack_name: str) -> str:
-        return self._name(f"{stack_name}-{self.id}")
-
-    def dead_letter_queue_name(self, stack_name: str) -> str:
-        return self._name(f"{stack_name}-{self.id}-dlq")
-
-    def _name(self, base: str) -> str:
-        name = f"{base}.fifo" if self.fifo else base
-        if len(name) > SQS_NAME_LIMIT:
-            raise ValueError(f"queue name {name!r} is over {SQS_NAME_LIMIT} characters")
-        return name
 
 
 CONSUMERS: tuple[ConsumerSpec, ...] = (

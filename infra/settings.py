@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exactly_once_cdk.consumer_rules import check_consumer, visibility_timeout_seconds
 from infra.consumers import ConsumerSpec
 
 ContextGetter = Callable[[str], Any]
@@ -178,21 +179,15 @@ class ConsumerConfig:
 
     @property
     def visibility_timeout_seconds(self) -> int:
-        """AWS's rule for Lambda on SQS: at least six times the timeout, plus the window.
-
-        A message must stay invisible through the function's retries on throttling, or a second
-        poller receives it while the first still runs it.
-        """
-        return 6 * self.timeout_seconds + self.batching_window_seconds
+        return visibility_timeout_seconds(self.timeout_seconds, self.batching_window_seconds)
 
     def validate(self) -> ConsumerConfig:
-        name = self.spec.id
-        if self.spec.fifo and self.batching_window_seconds:
-            raise ValueError(f"{name}: FIFO queues have no batching window")
-        if self.spec.fifo and self.batch_size > 10:
-            raise ValueError(f"{name}: a FIFO event source takes at most 10 messages a batch")
-        if self.batch_size > 10 and self.batching_window_seconds < 1:
-            raise ValueError(f"{name}: batches over 10 need a batching window of 1 s or more")
+        check_consumer(
+            self.spec.id,
+            fifo=self.spec.fifo,
+            batch_size=self.batch_size,
+            batching_window_seconds=self.batching_window_seconds,
+        )
         return self
 
 

@@ -1,4 +1,8 @@
-"""The stack: shared tables, layer and alarm topic; one `IdempotentConsumer` per registry entry."""
+"""This repository's stack, built from the `exactly_once_cdk` constructs like any other user's.
+
+Settings come from cdk.json and `-c` flags (`infra.settings`); one `IdempotentConsumer` per
+registry entry (`infra.consumers`), with the code in `functions/`.
+"""
 
 from __future__ import annotations
 
@@ -7,28 +11,33 @@ from typing import Any
 from aws_cdk import (
     CfnOutput,
     CliCredentialsStackSynthesizer,
+    Duration,
     IStackSynthesizer,
     RemovalPolicy,
     Stack,
 )
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.alarms import ALARM_PERIOD, AlarmTopic
-from infra.consumer import IdempotentConsumer, SharedResources
+from exactly_once_cdk import (
+    AlarmTopic,
+    ExactlyOnceDashboard,
+    ExactlyOnceLayer,
+    FunctionOptions,
+    IdempotencyTable,
+    IdempotentConsumer,
+    LedgerTable,
+    StuckLockMonitor,
+)
+from exactly_once_cdk.functions import ASSET_EXCLUDES, retention
 from infra.consumers import CONSUMERS, ConsumerSpec
-from infra.functions import ARCHITECTURE, RUNTIME
-from infra.layer_build import build_layer
-from infra.lock_monitor import LockMonitor
 from infra.settings import Settings, resolve
-from infra.tables import Tables
 
 
 def local_synthesizer() -> IStackSynthesizer:
     """For moto: no bootstrap stack, no deploy roles, no bootstrap-version rule.
 
-    Assets go to the default bootstrap bucket name, which `tools/local_deploy.py` creates.
+    Assets go to the default bootstrap bucket name, which `local_aws/local_deploy.py` creates.
     """
     return CliCredentialsStackSynthesizer()
 
@@ -52,87 +61,69 @@ class ExactlyOnceStack(Stack):
         )
         self.settings = settings
         removal = RemovalPolicy.RETAIN if settings.is_prod else RemovalPolicy.DESTROY
-
-        self.tables = Tables(self, "Tables", prod=settings.is_prod)
-        self.layer = lambda_.LayerVersion(
-            self,
-            "SharedLayer",
-            code=lambda_.Code.from_asset(str(build_layer())),
-            compatible_runtimes=[RUNTIME],
-            compatible_architectures=[ARCHITECTURE],
-            description="exactly_once package and pinned Powertools",
-            removal_policy=removal,
+        options = FunctionOptions(
+            log_retention=retention(settings.log_retention_days),
+            log_removal_policy=removal,
+            tracing=settings.xray,
         )
-        self.alarm_topic = AlarmTopic(self, "Alarms", email=settings.alarm_email, removal=removal)
-        shared = SharedResources(tables=self.tables, layer=self.layer, alarms=self.alarm_topic)
 
-        self.consumers = [
-            IdempotentConsumer(
-                self, spec.id, config=resolve(spec, settings), shared=shared, settings=settings
-            )
-            for spec in consumers
-        ]
-        self.lock_monitor = LockMonitor(self, "LockMonitor", shared=shared, settings=settings)
-        self._table_alarms()
-        self._dashboard()
-        self._outputs()
+        tables = Construct(self, "Tables")  # keeps the tables' logical ids from before 0.2
+        self.idempotency = IdempotencyTable(tables, "Idempotency", removal_policy=removal)
+        self.ledger = LedgerTable(tables, "Ledger", removal_policy=removal)
+        self.layer = ExactlyOnceLayer(self, "SharedLayer", removal_policy=removal)
+        self.alarm_topic = AlarmTopic(
+            self, "Alarms", email=settings.alarm_email, removal_policy=removal
+        )
+        topic = self.alarm_topic.topic
+        self.idempotency.throttle_alarm("Idempotency", topic)
+        self.ledger.throttle_alarm("Ledger", topic)
 
-    def _table_alarms(self) -> None:
-        for label, table in (
-            ("Idempotency", self.tables.idempotency),
-            ("Ledger", self.tables.ledger),
-        ):
-            throttles = cloudwatch.MathExpression(
-                expression="FILL(reads, 0) + FILL(writes, 0)",
-                using_metrics={
-                    "reads": table.metric("ReadThrottleEvents", statistic="Sum"),
-                    "writes": table.metric("WriteThrottleEvents", statistic="Sum"),
-                },
-                label=f"{label} throttle events",
-                period=ALARM_PERIOD,
-            )
-            self.alarm_topic.alarm(
-                self.tables,
-                f"{label}ThrottlesAlarm",
-                metric=throttles,
-                threshold=1,
-                description=f"{label} table requests were throttled",
-            )
-
-    def _dashboard(self) -> None:
-        dashboard = cloudwatch.Dashboard(self, "Dashboard")
-        for consumer in self.consumers:
-            dashboard.add_widgets(*consumer.dashboard_widgets())
-        table_widgets: list[cloudwatch.IWidget] = [
-            cloudwatch.GraphWidget(
-                title="DynamoDB throttle events",
-                left=[
-                    table.metric(name, statistic="Sum", label=f"{label} {name}")
-                    for label, table in (
-                        ("Idempotency", self.tables.idempotency),
-                        ("Ledger", self.tables.ledger),
-                    )
-                    for name in ("ReadThrottleEvents", "WriteThrottleEvents")
-                ],
-                width=12,
-            )
-        ]
-        dashboard.add_widgets(*table_widgets, *self.lock_monitor.dashboard_widgets())
-        self.dashboard = dashboard
-
-    def _outputs(self) -> None:
-        for consumer in self.consumers:
-            name = consumer.config.spec.id
-            values = {
-                "QueueUrl": consumer.queue.queue_url,
-                "QueueArn": consumer.queue.queue_arn,
-                "DeadLetterQueueUrl": consumer.dead_letter_queue.queue_url,
-                "DeadLetterQueueArn": consumer.dead_letter_queue.queue_arn,
-                "FunctionName": consumer.function.function_name,
-            }
-            for suffix, value in values.items():
-                CfnOutput(self, f"{name}{suffix}", value=value)
-        CfnOutput(self, "IdempotencyTableName", value=self.tables.idempotency.table_name)
-        CfnOutput(self, "LedgerTableName", value=self.tables.ledger.table_name)
+        self.consumers = [self._consumer(spec, options) for spec in consumers]
+        self.lock_monitor = StuckLockMonitor(
+            self,
+            "LockMonitor",
+            table=self.idempotency,
+            layer=self.layer,
+            interval=Duration.minutes(settings.lock_monitor_interval_minutes),
+            alarm_topic=topic,
+            function_options=options,
+        )
+        self.dashboard = ExactlyOnceDashboard(
+            self,
+            "Dashboard",
+            consumers=self.consumers,
+            tables=[("Idempotency", self.idempotency), ("Ledger", self.ledger)],
+            monitor=self.lock_monitor,
+        )
         CfnOutput(self, "LockMonitorFunctionName", value=self.lock_monitor.function.function_name)
-        CfnOutput(self, "AlarmTopicArn", value=self.alarm_topic.topic.topic_arn)
+        CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
+
+    def _consumer(self, spec: ConsumerSpec, options: FunctionOptions) -> IdempotentConsumer:
+        config = resolve(spec, self.settings)
+        return IdempotentConsumer(
+            self,
+            spec.id,
+            code=lambda_.Code.from_asset(str(spec.source_path), exclude=ASSET_EXCLUDES),
+            handler=spec.handler,
+            table=self.idempotency,
+            layer=self.layer,
+            ledger=self.ledger,
+            idempotency_scope=spec.scope,
+            description=spec.description or None,
+            fifo=spec.fifo,
+            block_expired_leases=spec.block_expired_leases,
+            timeout=Duration.seconds(config.timeout_seconds),
+            memory_size=config.memory_mb,
+            batch_size=config.batch_size,
+            batching_window=Duration.seconds(config.batching_window_seconds),
+            max_concurrency=config.max_concurrency,
+            max_receive_count=config.max_receive_count,
+            lease_margin=Duration.seconds(config.lease_margin_seconds),
+            alarm_topic=self.alarm_topic.topic,
+            queue_age_alarm=Duration.seconds(self.settings.queue_age_alarm_seconds),
+            dead_letter_age_alarm=Duration.seconds(self.settings.dlq_age_alarm_seconds),
+            function_options=options,
+            # Deployed into moto the mapping must stay off: moto runs it synchronously on send
+            # and deletes failed messages; the local poller does the polling instead.
+            mapping_enabled=not self.settings.local_stack,
+        )

@@ -12,8 +12,8 @@ import pytest
 from botocore.config import Config
 
 from exactly_once import clients
-from tools.dynamodb_local import DynamoDBLocal
-from tools.tables import create_idempotency_table, create_ledger_table
+from local_aws.dynamodb_local import DynamoDBLocal
+from local_aws.tables import create_idempotency_table, create_ledger_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

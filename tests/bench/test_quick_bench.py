@@ -20,7 +20,7 @@ from benchmarks.instrument import CallCounter, add_latency
 from benchmarks.rig import Rig, Variant
 from benchmarks.settings import SMOKE
 from benchmarks.targets import EXPECTED_CALLS, evaluate
-from tools.dynamodb_local import DynamoDBLocal
+from local_aws.dynamodb_local import DynamoDBLocal
 
 BATCH = 10  # an SQS batch, and the layer's default concurrency
 LATENCY_S = 0.25

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.chaos.accounting import (
+from fault_injection.accounting import (
     KILLED,
     OVERRUN,
     ZOMBIE,
@@ -11,7 +11,7 @@ from tools.chaos.accounting import (
     account,
     read_dead_letter,
 )
-from tools.chaos.workload import Kind, Plan, PlannedMessage
+from fault_injection.workload import Kind, Plan, PlannedMessage
 
 
 def plan() -> Plan:

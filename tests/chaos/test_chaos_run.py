@@ -16,14 +16,14 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from tools.chaos import injection
-from tools.chaos.consumers import by_names
-from tools.chaos.report import print_report
-from tools.chaos.runner import run_chaos
-from tools.chaos.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates
-from tools.chaos.workload import Kind
-from tools.cli import app
-from tools.local_stack import LocalStack
+from exactly_once_cli.app import app
+from fault_injection import injection
+from fault_injection.consumers import by_names
+from fault_injection.report import print_report
+from fault_injection.runner import run_chaos
+from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates
+from fault_injection.workload import Kind
+from local_aws.local_stack import LocalStack
 
 SETTINGS = ChaosSettings(
     messages=240,

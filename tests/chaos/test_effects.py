@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from exactly_once import IdempotencyStore, RecordContext
-from tools.chaos.effects import LeaseLost, append_fenced, append_unfenced
+from fault_injection.effects import LeaseLost, append_fenced, append_unfenced
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from tools.dynamodb_local import DynamoDBLocal
+    from local_aws.dynamodb_local import DynamoDBLocal
 
 EXPIRED = -1_000  # a lease that is already over: the next acquire takes the record over
 

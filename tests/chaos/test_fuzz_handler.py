@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from exactly_once import IdempotencyStore, PermanentError, RecordContext, Status, sqs_consumer
 from exactly_once.keys import MAX_KEY_BYTES
+from exactly_once_ops.lambda_context import LocalLambdaContext
 from tests.consumer.conftest import Queues, make_queues, sqs_record
-from tools.lambda_context import LocalLambdaContext
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

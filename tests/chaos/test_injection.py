@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.chaos import injection
-from tools.chaos.events import EVENT_DIR_ENV, read_events
-from tools.chaos.supervisor import process_state
+from fault_injection import injection
+from fault_injection.events import EVENT_DIR_ENV, read_events
+from fault_injection.supervisor import process_state
 
 
 def run_point(event_dir: str, body: dict[str, object], receive_count: int) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.chaos.supervisor import BrokenPool, WorkerPool
-from tools.chaos.worker import WorkerSpec
-from tools.poller import FunctionBinding
+from fault_injection.supervisor import BrokenPool, WorkerPool
+from fault_injection.worker import WorkerSpec
+from local_aws.poller import FunctionBinding
 
 
 def test_workers_that_keep_exiting_break_the_pool(tmp_path: Path) -> None:
@@ -25,7 +25,7 @@ def test_workers_that_keep_exiting_break_the_pool(tmp_path: Path) -> None:
     spec = WorkerSpec(
         binding=binding,
         environment={"AWS_DEFAULT_REGION": "us-east-1"},
-        handler="tools.chaos.no_such_module:handle",
+        handler="fault_injection.no_such_module:handle",
         throttle_rate=0.0,
         delete_failure_rate=0.0,
         seed=1,
@@ -42,4 +42,7 @@ def test_workers_that_keep_exiting_break_the_pool(tmp_path: Path) -> None:
     finally:
         pool.stop(timeout_s=10)
     assert pool.stats.killed == 0
-    assert "No module named 'tools.chaos.no_such_module'" in (tmp_path / "worker-0.log").read_text()
+    assert (
+        "No module named 'fault_injection.no_such_module'"
+        in (tmp_path / "worker-0.log").read_text()
+    )

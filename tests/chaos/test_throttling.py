@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 from botocore.exceptions import ClientError
 
+from fault_injection.throttling import THROTTLE_CODE, install_throttling
+from local_aws.dynamodb_local import DynamoDBLocal
 from tests.conftest import make_ddb_client
-from tools.chaos.throttling import THROTTLE_CODE, install_throttling
-from tools.dynamodb_local import DynamoDBLocal
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from tools.chaos.settings import ChaosSettings, FaultRates
-from tools.chaos.workload import Kind, plan_run, share
+from fault_injection.settings import ChaosSettings, FaultRates
+from fault_injection.workload import Kind, plan_run, share
 
 
 def test_the_same_seed_gives_the_same_plan() -> None:

@@ -10,9 +10,9 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner, Result
 
+from exactly_once_cli.app import app
+from exactly_once_ops.targets import AwsTarget
 from tests.cli.support import REGION, Invoke, QueuePair, make_pair
-from tools.cli import app
-from tools.targets import AwsTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient

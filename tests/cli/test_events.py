@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 
-from tests.cli.support import Invoke
-from tools.sample_events import (
+from exactly_once_ops.sample_events import (
     Attr,
     AttributeValue,
     md5_of_attributes,
@@ -19,6 +18,7 @@ from tools.sample_events import (
     sample_events,
     sqs_event,
 )
+from tests.cli.support import Invoke
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -78,7 +78,7 @@ def check_shape(event: dict[str, Any]) -> None:
 @pytest.mark.parametrize("name", sorted(sample_events()))
 def test_committed_sample_is_valid_and_up_to_date(name: str) -> None:
     text = (EVENTS / name).read_text(encoding="utf-8")
-    assert text == render(sample_events()[name]), "regenerate: python -m tools.cli event-samples"
+    assert text == render(sample_events()[name]), "regenerate: eonce event-samples"
     check_shape(json.loads(text))
 
 

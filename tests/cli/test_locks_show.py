@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from exactly_once import StoredRecord, codec, schema
-from tools.locks_command import _record_json
+from exactly_once_cli.locks import _record_json
 
 
 def record_with(result_text: str) -> StoredRecord:

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from tools.poller import failed_ids, to_lambda_record
+from local_aws.poller import failed_ids, to_lambda_record
 
 IDS = {"a", "b", "c"}
 

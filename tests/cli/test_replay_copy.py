@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from exactly_once_ops.replay import Pacer, replay_dedup_id, replay_message
+from exactly_once_ops.send import batch_entry
 from tests.cli.support import Invoke, QueuePair, counts, drain, inject_failures
-from tools.replay import Pacer, replay_dedup_id, replay_message
-from tools.send import batch_entry
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

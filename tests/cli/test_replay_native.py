@@ -10,9 +10,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from exactly_once_ops.move_tasks import MoveTask, find_task
+from exactly_once_ops.targets import AwsTarget
 from tests.cli.support import REGION, Invoke
-from tools.move_tasks import MoveTask, find_task
-from tools.targets import AwsTarget
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import boto3
 from botocore.stub import Stubber
 
+from exactly_once_ops.send import OutgoingMessage, send_messages
 from tests.cli.support import REGION, Invoke, QueuePair, drain, inject_failures, make_pair
-from tools.send import OutgoingMessage, send_messages
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from exactly_once_ops.targets import TargetError, consumer_output, consumers_in
+from local_aws.ports import free_port
 from tests.cli.support import Invoke, counts, drain
-from tools.ports import free_port
-from tools.targets import TargetError, output_key
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -75,15 +75,15 @@ def test_missing_stack(cli: Invoke, sqs: SQSClient) -> None:
 def test_missing_output(cli: Invoke, stack: dict[str, str]) -> None:
     result = cli("send", "--consumer", "payments", "--body", "{}")
     assert result.exit_code == 2
-    assert one_line(result.output).startswith(
-        "error: stack 'ExactlyOnceSqs' has no output 'PaymentsQueueUrl'"
+    assert one_line(result.output) == (
+        "error: stack 'ExactlyOnceSqs' has no consumer 'payments' "
+        "(no output PaymentsQueueUrl); its consumers: orders"
     )
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["send", "--consumer", "shipping", "--body", "{}"], "unknown consumer 'shipping'"),
         (["send", "--body", "{}"], "name the queue: --queue-url URL, or --consumer"),
         (["send", "--queue-url", "q", "--count", "5", "--duplicates", "1.5"], "--duplicates"),
         (["send", "--queue-url", "q"], "give exactly one of --body, --file, --jsonl"),
@@ -136,8 +136,34 @@ def test_no_arguments_prints_help(cli: Invoke) -> None:
     assert "replay" in result.output
 
 
-def test_output_keys_match_the_stack_contract() -> None:
-    assert output_key("orders", dead_letter=False) == "OrdersQueueUrl"
-    assert output_key("payments", dead_letter=True) == "PaymentsDeadLetterQueueUrl"
-    with pytest.raises(TargetError):
-        output_key("Orders", dead_letter=False)
+def test_consumers_are_whatever_the_stack_outputs_declare() -> None:
+    outputs = {
+        "OrdersQueueUrl": "q-orders",
+        "OrdersDeadLetterQueueUrl": "d-orders",
+        "ShippingQueueUrl": "q-shipping",
+        "IdempotencyTableName": "t",
+    }
+    assert consumers_in(outputs) == ["Orders", "Shipping"]
+    assert consumer_output(outputs, "orders", "QueueUrl", "S") == "q-orders"
+    assert consumer_output(outputs, "ORDERS", "DeadLetterQueueUrl", "S") == "d-orders"
+    assert consumer_output(outputs, "Shipping", "QueueUrl", "S") == "q-shipping"
+    with pytest.raises(
+        TargetError, match=r"no consumer 'payments'.*its consumers: orders, shipping"
+    ):
+        consumer_output(outputs, "payments", "QueueUrl", "S")
+
+
+def test_consumers_command_lists_the_stack(cli: Invoke, stack: dict[str, str]) -> None:
+    result = cli("consumers")
+    assert result.exit_code == 0, result.output
+    assert "orders" in result.output
+    assert stack["OrdersDeadLetterQueueUrl"] in result.output
+
+
+def test_stack_name_from_the_environment(
+    cli: Invoke, stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EONCE_STACK", "Nope")
+    result = cli("consumers")
+    assert result.exit_code == 1
+    assert "Stack with id Nope does not exist" in one_line(result.output)

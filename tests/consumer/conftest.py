@@ -14,8 +14,8 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from exactly_once import RecordContext, SqsConsumer, sqs_consumer
-from tools.lambda_context import LocalLambdaContext
-from tools.ports import free_port
+from exactly_once_ops.lambda_context import LocalLambdaContext
+from local_aws.ports import free_port
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

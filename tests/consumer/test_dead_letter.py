@@ -22,17 +22,12 @@ from exactly_once.dead_letter import (
     failure_attributes,
     send_to_dead_letter_queue,
 )
-from exactly_once.messages import (
-    NonJsonBody,
-    message_attributes,
-    parse_body,
-    replay_nonce,
-)
+from exactly_once.messages import NonJsonBody, SqsMessage, parse_body
 from exactly_once.records import ErrorInfo
+from exactly_once_ops.replay import MessageFilter, replay_message
+from exactly_once_ops.send import send_batch
+from local_aws.poller import to_lambda_record
 from tests.consumer.conftest import Queues, drain, sqs_record
-from tools.poller import to_lambda_record
-from tools.replay import MessageFilter, replay_message
-from tools.send import send_batch
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -117,6 +112,11 @@ def essentials(attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[s
     }
 
 
+def read(record: Any) -> SqsMessage:
+    """The record as the layer reads it, once, at the entry."""
+    return SqsMessage.from_record(record)
+
+
 def received_one(sqs: SQSClient, url: str) -> Any:
     [message] = drain(sqs, url)
     return message
@@ -149,23 +149,23 @@ def test_a_hostile_reason_is_made_valid_and_fits(
 ) -> None:
     record = sqs_record({"orderId": "o-1", "pad": "p" * 100_000})
     with_attributes(record, dict(list(ten_originals().items())[:originals]))
-    attributes = failure_attributes(record, error(reason), "orders", 1, NONCE)
+    attributes = failure_attributes(read(record), error(reason), "orders", 1, NONCE)
     assert sqs_violations(record["body"], attributes) == []
 
-    send_to_dead_letter_queue(sqs, queues.dlq_url, record, error(reason), "orders", 1, NONCE)
+    send_to_dead_letter_queue(sqs, queues.dlq_url, read(record), error(reason), "orders", 1, NONCE)
     message = received_one(sqs, queues.dlq_url)
     assert message["Body"] == record["body"]
     assert sqs_violations(message["Body"], message["MessageAttributes"]) == []
     sent, valid = reason_of(message["MessageAttributes"]), INVALID_CHARACTER.sub("\ufffd", reason)
     assert sent == valid or (sent.endswith(TRUNCATED) and valid.startswith(sent[: -len(TRUNCATED)]))
     replayed = to_lambda_record(message, queues.source_arn, "us-east-1")
-    assert replay_nonce(replayed) == NONCE
+    assert read(replayed).replay_nonce == NONCE
 
 
 def test_the_size_limit_can_be_overridden() -> None:
     record = sqs_record({"orderId": "o-1"})
     attributes = failure_attributes(
-        record, error("y" * 10_000), "orders", 1, max_message_bytes=2_000
+        read(record), error("y" * 10_000), "orders", 1, max_message_bytes=2_000
     )
     assert sqs_violations(record["body"], attributes, max_bytes=2_000) == []
     assert reason_of(attributes).endswith(TRUNCATED)
@@ -175,7 +175,7 @@ def test_the_size_limit_can_be_overridden() -> None:
 def test_an_empty_reason_and_fields_are_never_sent_empty() -> None:
     record = sqs_record({"orderId": "o-1"})
     record["messageId"] = ""
-    attributes = failure_attributes(record, error("", type_=""), "", 0)
+    attributes = failure_attributes(read(record), error("", type_=""), "", 0)
     assert sqs_violations(record["body"], attributes) == []
 
 
@@ -186,7 +186,7 @@ def test_an_invalid_body_is_sanitised_and_an_ordinary_one_sent_byte_for_byte(
     broken = sqs_record({"orderId": "o-2"})
     broken["body"] = '{"orderId": "o-2", "note": "\ud83d \x00"}'  # a Python str can hold these
     for record in (ordinary, broken):
-        send_to_dead_letter_queue(sqs, queues.dlq_url, record, error("bad"), "orders", 1)
+        send_to_dead_letter_queue(sqs, queues.dlq_url, read(record), error("bad"), "orders", 1)
     by_id = {
         m["MessageAttributes"]["eo-original-message-id"]["StringValue"]: m
         for m in drain(sqs, queues.dlq_url)
@@ -206,7 +206,7 @@ def test_fifo_group_and_deduplication_ids_are_made_valid(
     hostile = sqs_record({"id": "p-2"}, arn=fifo_arn, group_id="acct 2 ü\ud83d")
     hostile["attributes"]["MessageDeduplicationId"] = "d" * 200
     for record in (valid, hostile):
-        send_to_dead_letter_queue(sqs, fifo_queues.dlq_url, record, error("no"), "pay", 1)
+        send_to_dead_letter_queue(sqs, fifo_queues.dlq_url, read(record), error("no"), "pay", 1)
     sent = {
         m["MessageAttributes"]["eo-original-message-id"]["StringValue"]: m["Attributes"]
         for m in drain(sqs, fifo_queues.dlq_url)
@@ -246,18 +246,18 @@ def test_a_ten_attribute_message_keeps_every_original_through_replays(
 
     for round_, nonce in enumerate(["n-first", "n-second", "n-third"]):
         failure = error(f"failure {round_}")
-        send_to_dead_letter_queue(sqs, queues.dlq_url, record, failure, "orders", 1, nonce)
+        send_to_dead_letter_queue(sqs, queues.dlq_url, read(record), failure, "orders", 1, nonce)
         dead = received_one(sqs, queues.dlq_url)
         assert sqs_violations(dead["Body"], dead["MessageAttributes"]) == []
         assert len(dead["MessageAttributes"]) == 10
         assert "eo-failure" in dead["MessageAttributes"]
 
         record = replay_through_the_source(sqs, queues, dead)
-        restored = message_attributes(record)
+        restored = read(record).message_attributes
         assert {n: v for n, v in essentials(restored).items() if not n.startswith("eo-")} == (
             essentials(originals)
         )
-        assert replay_nonce(record) == nonce  # this failure's, not a stale one
+        assert read(record).replay_nonce == nonce  # this failure's, not a stale one
         packed = json.loads(restored["eo-failure"]["stringValue"])
         assert packed["eo-error-message"] == f"failure {round_}"
 
@@ -268,16 +268,16 @@ def test_a_replayed_message_the_consumer_reads_directly_from_the_dlq(
     """The native move task keeps attributes as they are: same result as copy mode."""
     record = sqs_record({"orderId": "o-11"})
     with_attributes(record, ten_originals())
-    send_to_dead_letter_queue(sqs, queues.dlq_url, record, error("x"), "orders", 2, NONCE)
+    send_to_dead_letter_queue(sqs, queues.dlq_url, read(record), error("x"), "orders", 2, NONCE)
     dead = received_one(sqs, queues.dlq_url)
     replayed = to_lambda_record(dead, queues.source_arn, "us-east-1")
-    assert message_attributes(replayed)["tenant"]["stringValue"] == "acme"
-    assert replay_nonce(replayed) == NONCE
+    assert read(replayed).message_attributes["tenant"]["stringValue"] == "acme"
+    assert read(replayed).replay_nonce == NONCE
 
 
 def test_plain_attributes_are_unchanged_and_carry_the_nonce() -> None:
     record = sqs_record({"orderId": "o-1"}, attributes={"tenant": "acme"})
-    attributes = failure_attributes(record, error("card declined"), "orders", 1, NONCE)
+    attributes = failure_attributes(read(record), error("card declined"), "orders", 1, NONCE)
     assert {name: value["StringValue"] for name, value in attributes.items()} == {
         "tenant": "acme",
         "eo-error-type": "PermanentError",
@@ -287,12 +287,12 @@ def test_plain_attributes_are_unchanged_and_carry_the_nonce() -> None:
         "eo-attempt": "1",
         "eo-replay-nonce": NONCE,
     }
-    assert "eo-replay-nonce" not in failure_attributes(record, error("x"), "orders", 1)
+    assert "eo-replay-nonce" not in failure_attributes(read(record), error("x"), "orders", 1)
 
 
 def test_a_producers_own_eo_attribute_is_an_original_and_kept() -> None:
     record = sqs_record({"orderId": "o-1"}, attributes={"eo-region": "eu"})
-    attributes = failure_attributes(record, error("x"), "orders", 1, NONCE)
+    attributes = failure_attributes(read(record), error("x"), "orders", 1, NONCE)
     assert attributes["eo-region"] == {"DataType": "String", "StringValue": "eu"}
 
 
@@ -301,7 +301,7 @@ def test_replay_copy_filters_see_packed_reasons_and_originals(
 ) -> None:
     record = sqs_record({"orderId": "o-12"})
     with_attributes(record, ten_originals())
-    send_to_dead_letter_queue(sqs, queues.dlq_url, record, error("x"), "orders", 1, NONCE)
+    send_to_dead_letter_queue(sqs, queues.dlq_url, read(record), error("x"), "orders", 1, NONCE)
     dead = received_one(sqs, queues.dlq_url)
     packed = json.loads(dead["MessageAttributes"]["eo-failure"]["StringValue"])
     [(name, value)] = packed["eo-overflow-attributes"].items()
@@ -327,7 +327,7 @@ def test_replay_copy_filters_see_packed_reasons_and_originals(
     ],
 )
 def test_eo_attributes_without_a_nonce_are_not_a_replay(attributes: dict[str, str]) -> None:
-    assert replay_nonce(sqs_record({"orderId": "o-1"}, attributes=attributes)) is None
+    assert read(sqs_record({"orderId": "o-1"}, attributes=attributes)).replay_nonce is None
 
 
 def test_the_nonce_is_read_plain_or_packed() -> None:
@@ -335,7 +335,7 @@ def test_the_nonce_is_read_plain_or_packed() -> None:
     packed = sqs_record(
         {"orderId": "o-1"}, attributes={"eo-failure": json.dumps({"eo-replay-nonce": NONCE})}
     )
-    assert replay_nonce(plain) == replay_nonce(packed) == NONCE
+    assert read(plain).replay_nonce == read(packed).replay_nonce == NONCE
 
 
 # -- malformed records and packing never raise ---------------------------------------------
@@ -373,13 +373,13 @@ def test_a_malformed_packed_attribute_never_raises(
     sqs: SQSClient, queues: Queues, packed: str
 ) -> None:
     record = sqs_record({"orderId": "o-1"}, attributes={"tenant": "acme", "eo-failure": packed})
-    assert replay_nonce(record) is None
-    restored = message_attributes(record)
+    assert read(record).replay_nonce is None
+    restored = read(record).message_attributes
     expected = {"tenant", "eo-failure"} | ({"kept"} if '"kept"' in packed else set())
     assert set(restored) == expected  # the one well-formed packed original, nothing else
-    attributes = failure_attributes(record, error("x"), "orders", 1, NONCE)
+    attributes = failure_attributes(read(record), error("x"), "orders", 1, NONCE)
     assert sqs_violations(record["body"], attributes) == []
-    send_to_dead_letter_queue(sqs, queues.dlq_url, record, error("x"), "orders", 1, NONCE)
+    send_to_dead_letter_queue(sqs, queues.dlq_url, read(record), error("x"), "orders", 1, NONCE)
     sent = received_one(sqs, queues.dlq_url)["MessageAttributes"]
     assert expected - {"eo-failure"} <= set(sent)
 
@@ -400,13 +400,13 @@ def test_a_malformed_packed_attribute_never_raises(
     ],
 )
 def test_malformed_records_never_raise(record: Any) -> None:
-    assert replay_nonce(record) is None
-    assert isinstance(message_attributes(record), dict)
+    assert read(record).replay_nonce is None
+    assert isinstance(read(record).message_attributes, dict)
     if isinstance(record, dict):
-        attributes = failure_attributes(record, error("x"), "orders", 1, NONCE)
+        attributes = failure_attributes(read(record), error("x"), "orders", 1, NONCE)
         assert sqs_violations("(empty body)", attributes) == []
 
 
 def test_json_nested_too_deeply_is_not_json() -> None:
     with pytest.raises(NonJsonBody):
-        parse_body({"body": "[" * 100_000 + "]" * 100_000}, raw=False)
+        parse_body(read({"body": "[" * 100_000 + "]" * 100_000}), raw=False)

@@ -29,16 +29,16 @@ from exactly_once import (
 )
 from exactly_once import processor as processor_module
 from exactly_once.ledger import record_effect
+from fault_injection.throttling import install_throttling
+from local_aws.poller import to_lambda_record
 from tests.conftest import make_ddb_client
 from tests.consumer.conftest import MakeConsumer, Queues, drain, event, lambda_context, sqs_record
-from tools.chaos.throttling import install_throttling
-from tools.poller import to_lambda_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
-    from tools.dynamodb_local import DynamoDBLocal
+    from local_aws.dynamodb_local import DynamoDBLocal
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
-    from tools.dynamodb_local import DynamoDBLocal
+    from local_aws.dynamodb_local import DynamoDBLocal
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from exactly_once import ErrorInfo, IdempotencyStore
-from tools.cli import app
-from tools.demo import Workload
-from tools.local_stack import LocalStack
-from tools.run_command import run_demo
+from exactly_once_cli.app import app
+from exactly_once_cli.run import run_demo
+from local_aws.demo import Workload
+from local_aws.local_stack import LocalStack
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from infra import layer_build
-from infra.layer_build import PACKAGE, REQUIREMENTS, build_layer, inputs_hash
+from exactly_once_cdk import layer_build
+from exactly_once_cdk.layer_build import PACKAGE, REQUIREMENTS, build_layer, inputs_hash
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +29,19 @@ def test_layout(layer: Path) -> None:
     files = [p for p in layer.rglob("*")]
     assert not [p for p in files if p.suffix == ".pyc" or p.name == "__pycache__"]
     assert not (site / "bin").exists()
+    # The package as Python imports it, byte for byte, without the type checkers' marker.
+    shipped = {
+        p.relative_to(site / "exactly_once"): p.read_bytes()
+        for p in (site / "exactly_once").rglob("*")
+        if p.is_file()
+    }
+    source = {
+        p.relative_to(PACKAGE): p.read_bytes()
+        for p in PACKAGE.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.name != "py.typed"
+    }
+    assert shipped == source
+    assert (PACKAGE / "py.typed").is_file()
     native = [p.name for p in files if p.suffix == ".so"]
     assert all("aarch64" in name or "cpython-314" in name for name in native), native
 
@@ -77,7 +90,7 @@ def test_changed_inputs_rebuild_and_a_failed_build_keeps_the_old_layer(tmp_path:
 
 def test_pip_targets_the_functions_runtime_and_architecture() -> None:
     """The layer's wheels must match what the functions run on; the two are set apart."""
-    from infra.functions import ARCHITECTURE, RUNTIME
+    from exactly_once_cdk.functions import ARCHITECTURE, RUNTIME
 
     args = dict(
         zip(layer_build.PIP_TARGET_ARGS[::2], layer_build.PIP_TARGET_ARGS[1::2], strict=False)

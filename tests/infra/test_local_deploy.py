@@ -15,9 +15,9 @@ from typing import Any
 import boto3
 import pytest
 
+from local_aws.local_deploy import DeployError, deploy
+from local_aws.moto_server import REGION, MotoServer
 from tests.infra.test_template import OUTPUTS
-from tools.local_deploy import DeployError, deploy
-from tools.moto_server import REGION, MotoServer
 
 STACK = "ExactlyOnceSqs"
 

@@ -15,9 +15,9 @@ import pytest
 from exactly_once.records import ErrorInfo, StoredRecord
 from exactly_once.schema import Status
 from exactly_once.store import IdempotencyStore
+from exactly_once_ops.lambda_context import LocalLambdaContext
+from local_aws.dynamodb_local import DynamoDBLocal
 from tests.infra.conftest import Synth
-from tools.dynamodb_local import DynamoDBLocal
-from tools.lambda_context import LocalLambdaContext
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -55,8 +55,8 @@ def handler(
     for name, value in env["Variables"].items():
         monkeypatch.setenv(name, value if isinstance(value, str) else table_from_template)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
-    sys.modules.pop("functions.lock_monitor.handler", None)
-    return importlib.import_module("functions.lock_monitor.handler")
+    sys.modules.pop("exactly_once_cdk.monitor_function.handler", None)
+    return importlib.import_module("exactly_once_cdk.monitor_function.handler")
 
 
 def seed(store: IdempotencyStore, scope: str) -> dict[str, str]:

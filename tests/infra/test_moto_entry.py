@@ -9,8 +9,8 @@ import boto3
 from moto import mock_aws
 from moto.sqs.models import Queue, sqs_backends
 
-from tools import moto_entry
-from tools.moto_server import ACCOUNT_ID
+from local_aws import moto_entry
+from local_aws.moto_server import ACCOUNT_ID
 
 
 class _WatchedLock:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from exactly_once_cdk.consumer_rules import queue_name
 from infra.consumers import CONSUMERS, ROOT, by_id
 from infra.settings import OVERRIDE_KEYS, Settings, resolve
 
@@ -31,10 +32,10 @@ class TestRegistry:
         assert orders.source_path == ROOT / "functions" / "orders"
 
     def test_queue_names(self) -> None:
-        assert by_id("Orders").queue_name("S") == "S-Orders"
-        assert by_id("Payments").dead_letter_queue_name("S") == "S-Payments-dlq.fifo"
+        assert queue_name("S-Orders", fifo=False) == "S-Orders"
+        assert queue_name("S-Payments-dlq", fifo=True) == "S-Payments-dlq.fifo"
         with pytest.raises(ValueError, match="over 80 characters"):
-            by_id("Payments").dead_letter_queue_name("S" * 63)
+            queue_name("S" * 63 + "-Payments-dlq", fifo=True)
 
     def test_unknown_id_names_the_known_ones(self) -> None:
         with pytest.raises(KeyError, match="Orders"):

@@ -225,7 +225,7 @@ class TestTables:
 
     def test_direct_table_helper_mirrors_the_template(self, default_synth: Synth) -> None:
         """tools/tables.py builds DynamoDB Local tables for tests and `make run`: no drift."""
-        from tools.tables import create_idempotency_table, create_ledger_table
+        from local_aws.tables import create_idempotency_table, create_ledger_table
 
         calls: dict[str, dict[str, Any]] = {}
 

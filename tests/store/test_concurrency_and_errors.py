@@ -17,7 +17,7 @@ from tests.conftest import make_ddb_client
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from tools.dynamodb_local import DynamoDBLocal
+    from local_aws.dynamodb_local import DynamoDBLocal
 
 THREADS = 32
 KEYS = 100

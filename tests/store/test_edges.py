@@ -24,14 +24,14 @@ from exactly_once import (
 )
 from exactly_once.effects import put_once
 from exactly_once.ledger import record_effect
+from fault_injection.lost_replies import install_lost_replies, lose_next
+from fault_injection.throttling import install_throttling
 from tests.conftest import FakeClock, make_ddb_client
-from tools.chaos.lost_replies import install_lost_replies, lose_next
-from tools.chaos.throttling import install_throttling
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from tools.dynamodb_local import DynamoDBLocal
+    from local_aws.dynamodb_local import DynamoDBLocal
 
 LEASE_MS = 30_000
 

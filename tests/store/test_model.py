@@ -42,22 +42,24 @@ from hypothesis.stateful import (
 from exactly_once import processor as processor_module
 from exactly_once import schema
 from exactly_once.config import ConsumerConfig
+from exactly_once.context import RecordContext
 from exactly_once.effects import LeaseLost, put_once
 from exactly_once.errors import PermanentError
+from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.processor import RecordContext, RecordProcessor
+from exactly_once.processor import RecordProcessor
 from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord
 from exactly_once.schema import Status
 from exactly_once.store import IdempotencyStore
+from fault_injection.lost_replies import install_lost_replies
+from fault_injection.throttling import install_throttling
+from local_aws.tables import create_idempotency_table, create_ledger_table
 from tests.conftest import FakeClock, make_ddb_client
-from tools.chaos.lost_replies import install_lost_replies
-from tools.chaos.throttling import install_throttling
-from tools.tables import create_idempotency_table, create_ledger_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from tools.dynamodb_local import DynamoDBLocal
+    from local_aws.dynamodb_local import DynamoDBLocal
 
 KEYS = ("k0", "k1")
 WORKERS = (0, 1)
@@ -223,7 +225,7 @@ class StoreMachine(RuleBasedStateMachine):
         before = self._raw(key)
         self.behaviour, self.ran, self.faults.fired = behaviour, False, False
         sent_before = len(self.dlq.sent)
-        result = self.processor.process(record, None)
+        result = self.processor.process(SqsMessage.from_record(record), None)
         now_ms = int(self.clock() * 1000)
 
         if self._live(before) and before is not None and before.status is Status.COMPLETED:

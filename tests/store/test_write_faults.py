@@ -24,13 +24,13 @@ from botocore.httpsession import URLLib3Session
 from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, RecordContext, Status, schema
 from exactly_once.effects import put_once
 from exactly_once.records import Lock
+from fault_injection.throttling import error_response, throttle_response
 from tests.conftest import FakeClock, make_ddb_client
-from tools.chaos.throttling import error_response, throttle_response
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from tools.dynamodb_local import DynamoDBLocal
+    from local_aws.dynamodb_local import DynamoDBLocal
 
 LEASE_MS = 30_000
 TTL_S = 3600

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from exactly_once.consumer import SqsConsumer, sqs_consumer
+from exactly_once.context import RecordContext
 from exactly_once.errors import ConfigurationError, PermanentError
 from exactly_once.lease import LeasePolicy
+from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.processor import RecordContext
 from exactly_once.records import (
     AcquireStatus,
     Acquisition,
@@ -32,6 +33,7 @@ __all__ = [
     "RecordContext",
     "RecordResult",
     "SqsConsumer",
+    "SqsMessage",
     "Status",
     "StoredRecord",
     "WriteResult",

@@ -10,13 +10,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from exactly_once.messages import group_id, is_fifo_event, message_id
+from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
 
-ProcessOne = Callable[[Any], RecordResult]
-ChainOf = Callable[[Any], str | None]
+ProcessOne = Callable[[SqsMessage], RecordResult]
+ChainOf = Callable[[SqsMessage], str | None]
 
 # Pools outlive an invocation: warm invocations skip creating threads (~1 ms a batch).
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -32,25 +31,25 @@ def _pool(size: int) -> ThreadPoolExecutor:
 
 
 def run_chains(
-    records: list[Any], chain_of: ChainOf, process: ProcessOne, concurrency: int, why: str
+    messages: list[SqsMessage], chain_of: ChainOf, process: ProcessOne, concurrency: int, why: str
 ) -> list[RecordResult]:
     """After a chain's first reported failure its later records are reported failed unrun.
 
     For FIFO that keeps a group in order; for a repeated key it avoids an immediate retry.
     """
     chains: dict[object, list[int]] = {}
-    for index, record in enumerate(records):
-        chain = chain_of(record)
+    for index, message in enumerate(messages):
+        chain = chain_of(message)
         chains.setdefault(chain if chain is not None else ("unchained", index), []).append(index)
-    results: list[RecordResult | None] = [None] * len(records)
+    results: list[RecordResult | None] = [None] * len(messages)
 
     def run_chain(indexes: list[int]) -> None:
         failed = False
         for i in indexes:
             if failed:
-                results[i] = RecordResult(message_id(records[i]), Outcome.SKIPPED, True, reason=why)
+                results[i] = RecordResult(messages[i].message_id, Outcome.SKIPPED, True, reason=why)
                 continue
-            results[i] = process(records[i])
+            results[i] = process(messages[i])
             failed = results[i].report_failure  # type: ignore[union-attr]
 
     if concurrency <= 1 or len(chains) <= 1:
@@ -62,15 +61,19 @@ def run_chains(
 
 
 def run_batch(
-    records: list[Any], process: ProcessOne, concurrency: int, key_of: ChainOf
+    messages: list[SqsMessage], process: ProcessOne, concurrency: int, key_of: ChainOf
 ) -> list[RecordResult]:
-    if is_fifo_event(records):
+    if any(message.is_fifo for message in messages):
         return run_chains(
-            records, group_id, process, concurrency, "an earlier message of its group failed"
+            messages, _group_of, process, concurrency, "an earlier message of its group failed"
         )
     return run_chains(
-        records, key_of, process, concurrency, "an earlier message with its key failed"
+        messages, key_of, process, concurrency, "an earlier message with its key failed"
     )
+
+
+def _group_of(message: SqsMessage) -> str | None:
+    return message.group_id
 
 
 def batch_response(results: list[RecordResult]) -> dict[str, list[dict[str, str]]]:

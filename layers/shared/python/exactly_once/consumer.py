@@ -12,7 +12,7 @@ from exactly_once.batch import batch_response, run_batch
 from exactly_once.config import ConsumerConfig
 from exactly_once.keys import KeySpec
 from exactly_once.lease import LeasePolicy
-from exactly_once.messages import message_id
+from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.processor import Handler, RecordProcessor, remaining_ms
 from exactly_once.store import IdempotencyStore
@@ -73,19 +73,20 @@ class SqsConsumer:
                 "not an SQS event: no Records list", extra={"event_type": type(event).__name__}
             )
             return {"batchItemFailures": []}
+        messages = [SqsMessage.from_record(record) for record in records]  # the one reading
         try:
             processor = self.processor()
         except Exception as exc:  # misconfiguration: report every record, lose none
             observability.logger().exception("consumer is misconfigured")
             results = [
-                RecordResult(message_id(r), Outcome.ERROR, True, reason=f"configuration: {exc}")
-                for r in records
+                RecordResult(m.message_id, Outcome.ERROR, True, reason=f"configuration: {exc}")
+                for m in messages
             ]
         else:
             margin = processor.config.margin_for(remaining_ms(context))
             results = run_batch(
-                records,
-                lambda record: processor.process(record, context, margin),
+                messages,
+                lambda message: processor.process(message, context, margin),
                 processor.config.concurrency,
                 processor.key_of,
             )

@@ -19,8 +19,8 @@ from exactly_once.messages import (
     OVERFLOW_KEY,
     PACKED_ATTRIBUTE,
     REPLAY_NONCE_ATTRIBUTE,
+    SqsMessage,
     is_base64,
-    message_attributes,
     sanitise,
 )
 from exactly_once.records import ErrorInfo
@@ -58,7 +58,7 @@ _FIFO_ID = re.compile(r"[\x21-\x7e]{1,128}")  # what SQS accepts as a group or d
 
 
 def failure_attributes(
-    record: dict[str, Any],
+    message: SqsMessage,
     error: ErrorInfo,
     consumer: str,
     attempt: int,
@@ -69,23 +69,23 @@ def failure_attributes(
     """The original attributes plus ours, within SQS's ten attributes and `max_message_bytes`.
 
     When they don't fit, ours collapse into one JSON attribute (`eo-failure`) and the originals
-    that still don't fit travel inside it, so nothing is lost: `messages.message_attributes`
+    that still don't fit travel inside it, so nothing is lost: `SqsMessage.from_record`
     restores them after a replay, including those an earlier dead-lettering packed. Only the
     reason is cut to make the message fit; the body and the originals never are (if they alone
     are too large, SQS decides, and a queue allowing more accepts them).
     """
-    originals = _originals(record)
+    originals = _originals(message)
     ours = {
         ERROR_TYPE: _field(error.type),
         ERROR_MESSAGE: "",  # filled last, with the room that is left
         CONSUMER: _field(consumer),
-        ORIGINAL_MESSAGE_ID: _field(record.get("messageId")),
+        ORIGINAL_MESSAGE_ID: _field(message.message_id),
         ATTEMPT: str(attempt),
     }
     if replay_nonce is not None:
         ours[REPLAY_NONCE_ATTRIBUTE] = _field(replay_nonce)
     reason = sanitise(error.message or "") or "(no message)"
-    room = max_message_bytes - _utf8_size(_body(record))
+    room = max_message_bytes - _utf8_size(_body(message))
 
     if len(originals) + len(ours) <= MAX_ATTRIBUTES:
         attributes = {name: _to_send(value) for name, value in originals.items()}
@@ -116,7 +116,7 @@ def failure_attributes(
 def send_to_dead_letter_queue(
     sqs: SQSClient,
     queue_url: str,
-    record: dict[str, Any],
+    message: SqsMessage,
     error: ErrorInfo,
     consumer: str,
     attempt: int,
@@ -127,35 +127,30 @@ def send_to_dead_letter_queue(
     """Send the original body with its reason; returns the DLQ's message id. Raises on failure."""
     params: dict[str, Any] = {
         "QueueUrl": queue_url,
-        "MessageBody": _body(record),
+        "MessageBody": _body(message),
         "MessageAttributes": failure_attributes(
-            record, error, consumer, attempt, replay_nonce, max_message_bytes=max_message_bytes
+            message, error, consumer, attempt, replay_nonce, max_message_bytes=max_message_bytes
         ),
     }
     if queue_url.endswith(".fifo"):
-        system = record.get("attributes")
-        system = system if isinstance(system, dict) else {}
-        params["MessageGroupId"] = _fifo_id(system.get("MessageGroupId"))
-        params["MessageDeduplicationId"] = _fifo_id(
-            system.get("MessageDeduplicationId") or record.get("messageId")
-        )
+        params["MessageGroupId"] = _fifo_id(message.group_id)
+        params["MessageDeduplicationId"] = _fifo_id(message.deduplication_id or message.message_id)
     return str(sqs.send_message(**params)["MessageId"])
 
 
-def _body(record: dict[str, Any]) -> str:
+def _body(message: SqsMessage) -> str:
     """The body as received (an ordinary one is unchanged); SQS rejects an empty one."""
-    body = record.get("body")
-    return sanitise(body) if isinstance(body, str) and body else "(empty body)"
+    return sanitise(message.body) if message.body else "(empty body)"
 
 
-def _originals(record: dict[str, Any]) -> dict[str, dict[str, str]]:
+def _originals(message: SqsMessage) -> dict[str, dict[str, str]]:
     """The producer's attributes in event form, those packed by an earlier dead-lettering too.
 
     One without a usable value (only a malformed record has one) is left out rather than make
     the send fail.
     """
     out: dict[str, dict[str, str]] = {}
-    for name, attribute in message_attributes(record).items():
+    for name, attribute in message.message_attributes.items():
         if name in LAYER_ATTRIBUTES:
             continue
         data_type = attribute.get("dataType")

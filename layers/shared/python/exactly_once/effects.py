@@ -24,7 +24,7 @@ from exactly_once.records import Lock, StoredRecord
 from exactly_once.schema import Status
 
 if TYPE_CHECKING:
-    from exactly_once.processor import RecordContext
+    from exactly_once.context import RecordContext
 
 
 class LeaseLost(Exception):

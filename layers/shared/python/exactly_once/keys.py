@@ -7,7 +7,7 @@ from typing import Any
 
 from exactly_once.codec import lookup, sha256_hex
 from exactly_once.errors import PermanentError
-from exactly_once.messages import message_attributes
+from exactly_once.messages import SqsMessage
 
 KeySpec = str | Callable[[dict[str, Any]], Any] | None
 
@@ -19,23 +19,23 @@ class MissingKey(PermanentError):
     """The record carries no usable idempotency key; retrying cannot add one."""
 
 
-def resolve_key(spec: KeySpec, record: dict[str, Any], body: Any) -> str:
+def resolve_key(spec: KeySpec, message: SqsMessage, body: Any) -> str:
     """The key as a string. Long keys, and keys that are not valid UTF-8, are hashed so they
     always fit a partition key."""
     if spec is None:
-        value: Any = record.get("messageId")
+        value: Any = message.message_id
         where = "messageId"
     elif callable(spec):
         where = getattr(spec, "__name__", "key function")
         try:
-            value = spec(record)
+            value = spec(message.record)
         except BaseException as exc:  # it raises again on the same record: permanent
             if isinstance(exc, KeyboardInterrupt):
                 raise
             raise MissingKey(f"key function {where} raised {type(exc).__name__}: {exc}") from exc
     elif spec.startswith("attribute:"):
         name = spec.removeprefix("attribute:")
-        attribute = message_attributes(record).get(name) or {}  # incl. ones a DLQ trip packed
+        attribute = message.message_attributes.get(name) or {}  # incl. ones a DLQ trip packed
         value = attribute.get("stringValue")
         where = f"message attribute {name!r}"
     else:

@@ -20,7 +20,7 @@ from exactly_once import clients
 from exactly_once.effects import put_once
 
 if TYPE_CHECKING:
-    from exactly_once.processor import RecordContext
+    from exactly_once.context import RecordContext
 
 
 def _entry(

@@ -1,4 +1,4 @@
-"""Reading the fields of a Lambda SQS event record."""
+"""Reading a Lambda SQS event record, once, into a typed `SqsMessage`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from exactly_once.errors import PermanentError
@@ -33,16 +35,68 @@ class NonJsonBody(PermanentError):
     """The body is not JSON and the consumer did not opt into raw bodies."""
 
 
-def message_id(record: Any) -> str:
-    if isinstance(record, dict) and isinstance(record.get("messageId"), str):
-        return str(record["messageId"])
-    return ""
+@dataclass(frozen=True)
+class SqsMessage:
+    """One record of a Lambda SQS event, read once at the entry and passed on as it is.
+
+    Reading never raises: a malformed record still becomes a message (its unusable fields
+    empty), so every record reaches an outcome. Only the message id decides whether it is
+    usable at all; what the body or key lacks is found later, and is permanent.
+    """
+
+    record: Any
+    """As delivered: key functions and `ctx.record` see it; nothing else reads it again."""
+    message_id: str
+    """Empty when absent or not a string: the record is then malformed."""
+    body: str | None
+    """None when not a string."""
+    receipt_handle: str | None
+    event_source_arn: str | None
+    group_id: str | None
+    """MessageGroupId (FIFO), as text: "" is a group too."""
+    deduplication_id: str | None
+    """MessageDeduplicationId (FIFO); None when absent or empty."""
+    receive_count: int | None
+    """ApproximateReceiveCount; None when absent or not a number."""
+    message_attributes: Mapping[str, Mapping[str, Any]]
+    """Lambda event form, with the originals an earlier dead-lettering packed restored."""
+    replay_nonce: str | None
+    """The nonce it presents (plain or packed) if well-formed: see REPLAY_NONCE_ATTRIBUTE."""
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What the consumer worked out from it (body, key, fingerprint), kept so that grouping a
+    batch by key and running the record parse the body once."""
+
+    @classmethod
+    def from_record(cls, record: Any) -> SqsMessage:
+        fields = record if isinstance(record, dict) else {}
+        system = fields.get("attributes")
+        system = system if isinstance(system, dict) else {}
+        own = _own_attributes(fields.get("messageAttributes"))
+        packed = _packed(own)
+        group, deduplication = system.get("MessageGroupId"), system.get("MessageDeduplicationId")
+        return cls(
+            record=record,
+            message_id=_text(fields.get("messageId")) or "",
+            body=_text(fields.get("body")),
+            receipt_handle=_text(fields.get("receiptHandle")),
+            event_source_arn=_text(fields.get("eventSourceARN")),
+            group_id=str(group) if group is not None else None,
+            deduplication_id=str(deduplication) if deduplication else None,
+            receive_count=_count(system.get("ApproximateReceiveCount")),
+            message_attributes=_with_overflow(own, packed),
+            replay_nonce=_replay_nonce(own, packed),
+        )
+
+    @property
+    def is_fifo(self) -> bool:
+        return (self.event_source_arn or "").endswith(".fifo")
 
 
-def parse_body(record: dict[str, Any], raw: bool) -> Any:
-    body = record.get("body")
-    if not isinstance(body, str):
-        raise NonJsonBody(f"record has no string body (found {type(body).__name__})")
+def parse_body(message: SqsMessage, raw: bool) -> Any:
+    body = message.body
+    if body is None:  # the reason names what was there instead
+        found = message.record.get("body") if isinstance(message.record, dict) else None
+        raise NonJsonBody(f"record has no string body (found {type(found).__name__})")
     if raw:
         return body
     try:
@@ -51,58 +105,6 @@ def parse_body(record: dict[str, Any], raw: bool) -> Any:
         raise NonJsonBody(f"body is not JSON: {exc}") from exc
     except RecursionError as exc:  # "[[[[…" from a producer: poison, not a crash
         raise NonJsonBody("body is JSON nested too deeply to parse") from exc
-
-
-def replay_nonce(record: Any) -> str | None:
-    """The replay nonce the message carries (plain or packed), or None. Never raises.
-
-    The store compares it with the FAILED record's own nonce; a match is what makes a delivery
-    a replay that may run a permanent failure again. Anything but a short printable-ASCII token
-    is malformed (and would only be a guess): None, so it never reaches a store condition.
-    """
-    attributes = _attributes(record)
-    nonce = _string_value(attributes.get(REPLAY_NONCE_ATTRIBUTE))
-    if nonce is None:
-        nonce = _packed(attributes).get(REPLAY_NONCE_ATTRIBUTE)
-    return nonce if isinstance(nonce, str) and _NONCE.fullmatch(nonce) else None
-
-
-def message_attributes(record: Any) -> dict[str, dict[str, Any]]:
-    """The record's message attributes (Lambda event form), with packed originals restored.
-
-    A message dead-lettered with more attributes than fit next to ours keeps nine and carries
-    the rest inside `eo-failure`; after a replay they are only there. Restoring them lets the
-    consumer (and a key in an attribute) see every original. Never raises: what is malformed
-    is left out, and a restored attribute never replaces one the message carries itself.
-    """
-    attributes = {
-        name: value
-        for name, value in _attributes(record).items()
-        if isinstance(name, str) and isinstance(value, dict)
-    }
-    overflow = _packed(attributes).get(OVERFLOW_KEY)
-    if isinstance(overflow, dict):
-        for name, value in overflow.items():
-            restored = _restorable(name, value)
-            if restored is not None and name not in attributes:
-                attributes[name] = restored
-    return attributes
-
-
-def group_id(record: Any) -> str | None:
-    if not isinstance(record, dict):
-        return None
-    attributes = record.get("attributes")
-    if not isinstance(attributes, dict):
-        return None
-    value = attributes.get("MessageGroupId")
-    return str(value) if value is not None else None
-
-
-def is_fifo_event(records: list[Any]) -> bool:
-    return any(
-        isinstance(r, dict) and str(r.get("eventSourceARN", "")).endswith(".fifo") for r in records
-    )
 
 
 def queue_url_from_arn(arn: str, endpoint_url: str) -> str:
@@ -122,9 +124,58 @@ def sanitise(text: str) -> str:
     return _INVALID_CHARS.sub("\ufffd", text)
 
 
-def _attributes(record: Any) -> dict[Any, Any]:
-    attributes = record.get("messageAttributes") if isinstance(record, dict) else None
-    return attributes if isinstance(attributes, dict) else {}
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    try:
+        return int(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _own_attributes(attributes: Any) -> dict[str, dict[str, Any]]:
+    """The attributes the message carries itself; what is not name -> map is left out."""
+    if not isinstance(attributes, dict):
+        return {}
+    return {
+        name: value
+        for name, value in attributes.items()
+        if isinstance(name, str) and isinstance(value, dict)
+    }
+
+
+def _replay_nonce(own: dict[str, dict[str, Any]], packed: dict[str, Any]) -> str | None:
+    """The store compares it with the FAILED record's own nonce; a match is what makes a
+    delivery a replay that may run a permanent failure again. Anything but a short
+    printable-ASCII token is malformed (and would only be a guess): None, so it never reaches
+    a store condition. Read before the overflow is restored, which may not supply it.
+    """
+    nonce = _string_value(own.get(REPLAY_NONCE_ATTRIBUTE))
+    if nonce is None:
+        nonce = packed.get(REPLAY_NONCE_ATTRIBUTE)
+    return nonce if isinstance(nonce, str) and _NONCE.fullmatch(nonce) else None
+
+
+def _with_overflow(
+    own: dict[str, dict[str, Any]], packed: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """`own` plus the packed originals, so the consumer (and a key in an attribute) sees every
+    original after a replay.
+
+    A message dead-lettered with more attributes than fit next to ours keeps nine and carries
+    the rest inside `eo-failure`; after a replay they are only there. What is malformed is left
+    out, and a restored attribute never replaces one the message carries itself.
+    """
+    attributes: dict[str, dict[str, Any]] = dict(own)
+    overflow = packed.get(OVERFLOW_KEY)
+    if isinstance(overflow, dict):
+        for name, value in overflow.items():
+            restored = _restorable(name, value)
+            if restored is not None and name not in attributes:
+                attributes[name] = restored
+    return attributes
 
 
 def _string_value(attribute: Any) -> str | None:

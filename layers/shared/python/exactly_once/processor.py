@@ -9,57 +9,27 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, observability
 from exactly_once.codec import fingerprint
 from exactly_once.config import ConsumerConfig
+from exactly_once.context import RecordContext
 from exactly_once.dead_letter import send_to_dead_letter_queue
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import PermanentError, UnusableInput
 from exactly_once.keys import KeySpec, resolve_key
-from exactly_once.messages import message_id, parse_body, queue_url_from_arn, replay_nonce
+from exactly_once.messages import SqsMessage, parse_body, queue_url_from_arn
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord
+from exactly_once.records import AcquireStatus, ErrorInfo, StoredRecord
 from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-Handler = Callable[[Any, "RecordContext"], Any]
+Handler = Callable[[Any, RecordContext], Any]
 MAX_VISIBILITY_S = 43_200
 COMPLETE_ATTEMPTS = 4  # each is botocore's own retries; bounded even with no Lambda deadline
-
-
-@dataclass
-class RecordContext:
-    """What the business function learns about the record it runs for."""
-
-    message_id: str
-    key: str
-    fence: int  # strictly increases per key across holders: pass it downstream as a fence
-    attempt: int
-    record: dict[str, Any]
-    lambda_context: Any = None
-    _store: IdempotencyStore | None = field(default=None, repr=False)
-    _lock: Lock | None = field(default=None, repr=False)
-
-    @property
-    def scope(self) -> str:
-        """The consumer's key space (the record id is "{scope}#{key}")."""
-        if self._lock is None:
-            return ""
-        return self._lock.record_id[: -len(self.key) - 1] if self.key else self._lock.record_id
-
-    def extend_lease(self, lease_ms: int) -> bool:
-        """Renew the lock for work that outlives its lease; False means it was lost."""
-        if self._store is None or self._lock is None:
-            return False
-        result = self._store.extend(self._lock, lease_ms)
-        if result.ok and result.lock is not None:
-            self._lock = result.lock
-        return result.ok
 
 
 class RecordProcessor:
@@ -83,11 +53,11 @@ class RecordProcessor:
             self._sqs = clients.sqs()
         return self._sqs
 
-    def process(self, record: Any, context: Any, margin_ms: float = 0.0) -> RecordResult:
+    def process(self, message: SqsMessage, context: Any, margin_ms: float = 0.0) -> RecordResult:
         """`margin_ms`: a record is not started with less time than this left."""
-        mid = message_id(record)
+        mid = message.message_id
         try:
-            return self._process(record, mid, context, margin_ms)
+            return self._process(message, context, margin_ms)
         except BaseException as exc:  # the last line of defence: report, never raise to the batch
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -96,24 +66,40 @@ class RecordProcessor:
             )
             return RecordResult(mid, Outcome.ERROR, True, reason=f"{type(exc).__name__}: {exc}")
 
-    def key_of(self, record: Any) -> str | None:
+    def key_of(self, message: SqsMessage) -> str | None:
         """The record's idempotency key, or None when it has none (it then runs on its own)."""
         try:
-            return resolve_key(self.key, record, parse_body(record, self.config.raw_body))
+            return self._identity(message)[1]
         except BaseException as exc:  # a key function's CancelledError must not fail the batch
             if isinstance(exc, KeyboardInterrupt):
                 raise
             return None
 
-    def _identify(self, record: dict[str, Any]) -> tuple[Any, str, str | None]:
+    def _identity(self, message: SqsMessage) -> tuple[Any, str, str | None]:
+        """`_identify` once per message (the outcome or the failure): the batch asks for the key
+        to order chains, then the record's run asks again."""
+        found = message.derived.get("identity")
+        if found is None:
+            try:
+                found = self._identify(message)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                found = exc
+            message.derived["identity"] = found
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def _identify(self, message: SqsMessage) -> tuple[Any, str, str | None]:
         """Body, key and fingerprint. Every failure here comes from the input: permanent.
 
         Valid JSON can still break code (deep nesting, lone surrogates, a key function that
         raises); retrying cannot change the input, so such a record goes to the DLQ at once.
         """
         try:
-            body = parse_body(record, self.config.raw_body)
-            key = resolve_key(self.key, record, body)
+            body = parse_body(message, self.config.raw_body)
+            key = resolve_key(self.key, message, body)
             fp = (
                 fingerprint(body, self.config.fingerprint_fields)
                 if self.config.fingerprint
@@ -125,19 +111,20 @@ class RecordProcessor:
             raise UnusableInput(f"{type(exc).__name__}: {exc}") from exc
         return body, key, fp
 
-    def deferred(self, record: Any, reason: str) -> RecordResult:
-        return RecordResult(message_id(record), Outcome.DEFERRED, True, reason=reason)
+    def deferred(self, message: SqsMessage, reason: str) -> RecordResult:
+        return RecordResult(message.message_id, Outcome.DEFERRED, True, reason=reason)
 
-    def _process(self, record: Any, mid: str, context: Any, margin_ms: float) -> RecordResult:
-        if not isinstance(record, dict) or not mid:
+    def _process(self, message: SqsMessage, context: Any, margin_ms: float) -> RecordResult:
+        mid = message.message_id
+        if not mid:  # no string messageId, or not a record at all
             return RecordResult(mid, Outcome.ERROR, True, reason="malformed record: no messageId")
         if remaining_ms(context) < margin_ms:
-            return self.deferred(record, "too close to the invocation deadline")
+            return self.deferred(message, "too close to the invocation deadline")
         try:
-            body, key, fp = self._identify(record)
+            body, key, fp = self._identity(message)
         except PermanentError as exc:  # NonJsonBody, MissingKey...: no key, so no record to keep
             return self._dead_letter(
-                record, mid, None, ErrorInfo.from_exception(exc, retryable=False), 0
+                message, None, ErrorInfo.from_exception(exc, retryable=False), 0
             )
         try:
             acquisition = self.store.acquire(
@@ -147,7 +134,7 @@ class RecordProcessor:
                 owner=_owner(context),
                 fingerprint=fp,
                 block_takeover=self.config.block_takeover,
-                replay_nonce=replay_nonce(record),
+                replay_nonce=message.replay_nonce,
             )
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             return self._infrastructure_error(mid, key, "acquire", exc)
@@ -156,19 +143,19 @@ class RecordProcessor:
         if status is AcquireStatus.ALREADY_COMPLETED:
             return RecordResult(mid, Outcome.DUPLICATE, False, key=key)
         if status is AcquireStatus.IN_PROGRESS:
-            return self._in_progress(record, mid, key, acquisition.record)
+            return self._in_progress(message, key, acquisition.record)
         if status is AcquireStatus.FINGERPRINT_MISMATCH:
             error = ErrorInfo(
                 "FingerprintMismatch",
                 f"key {key!r} was already used for a different payload",
                 retryable=False,
             )
-            return self._dead_letter(record, mid, key, error, _attempts(acquisition.record))
+            return self._dead_letter(message, key, error, _attempts(acquisition.record))
         if status is AcquireStatus.FAILED_PERMANENTLY:
             stored = acquisition.record
             error = (stored.error if stored else None) or ErrorInfo("Failed", "", False)
             nonce = stored.replay_nonce if stored else None
-            return self._dead_letter(record, mid, key, error, _attempts(stored), nonce=nonce)
+            return self._dead_letter(message, key, error, _attempts(stored), nonce=nonce)
 
         assert acquisition.lock is not None
         ctx = RecordContext(
@@ -176,17 +163,18 @@ class RecordProcessor:
             key,
             acquisition.lock.fence,
             acquisition.lock.attempt,
-            record,
+            message.record,
             context,
             self.store,
             acquisition.lock,
+            message,
         )
         return self._run(ctx, body, acquisition.takeover, context, margin_ms)
 
     def _run(
         self, ctx: RecordContext, body: Any, takeover: bool, context: Any, margin_ms: float
     ) -> RecordResult:
-        record, mid, key, lock = ctx.record, ctx.message_id, ctx.key, ctx._lock
+        mid, key, lock = ctx.message_id, ctx.key, ctx._lock
         assert lock is not None
         try:
             result = self.handler(body, ctx)
@@ -201,7 +189,7 @@ class RecordProcessor:
             if failed is None:
                 return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
             return self._dead_letter(
-                record, mid, key, error, lock.attempt, takeover=takeover, nonce=failed
+                ctx.message, key, error, lock.attempt, takeover=takeover, nonce=failed
             )
         except BaseException as exc:  # CancelledError, a library's SystemExit: this record only
             self._fail(ctx, ErrorInfo.from_exception(exc, retryable=True))
@@ -302,18 +290,17 @@ class RecordProcessor:
         return (written.replay_nonce or "") if written.ok else None
 
     def _in_progress(
-        self, record: dict[str, Any], mid: str, key: str, holder: StoredRecord | None
+        self, message: SqsMessage, key: str, holder: StoredRecord | None
     ) -> RecordResult:
         """Hide the message until the holder's lease ends, so retries don't burn receives."""
+        mid, arn, receipt = message.message_id, message.event_source_arn, message.receipt_handle
         lease_end = holder.lease_expires_at_ms if holder else None
-        if lease_end is not None and record.get("receiptHandle") and record.get("eventSourceARN"):
+        if lease_end is not None and receipt and arn:
             seconds = math.ceil((lease_end - time.time() * 1000) / 1000) + 1
             try:
                 self.sqs.change_message_visibility(
-                    QueueUrl=queue_url_from_arn(
-                        record["eventSourceARN"], self.sqs.meta.endpoint_url
-                    ),
-                    ReceiptHandle=record["receiptHandle"],
+                    QueueUrl=queue_url_from_arn(arn, self.sqs.meta.endpoint_url),
+                    ReceiptHandle=receipt,
                     VisibilityTimeout=max(1, min(seconds, MAX_VISIBILITY_S)),
                 )
             except Exception as exc:  # best effort: the queue's own timeout still applies
@@ -325,8 +312,7 @@ class RecordProcessor:
 
     def _dead_letter(
         self,
-        record: dict[str, Any],
-        mid: str,
+        message: SqsMessage,
         key: str | None,
         error: ErrorInfo,
         attempt: int,
@@ -334,7 +320,7 @@ class RecordProcessor:
         takeover: bool = False,
         nonce: str | None = None,
     ) -> RecordResult:
-        reason = f"{error.type}: {error.message}"
+        mid, reason = message.message_id, f"{error.type}: {error.message}"
         url = self.config.dead_letter_queue_url
         if not url:
             observability.logger().error(
@@ -344,7 +330,13 @@ class RecordProcessor:
             return RecordResult(mid, Outcome.ERROR, True, key=key, reason=reason)
         try:
             send_to_dead_letter_queue(
-                self.sqs, url, record, error, self.config.scope, attempt, replay_nonce=nonce or None
+                self.sqs,
+                url,
+                message,
+                error,
+                self.config.scope,
+                attempt,
+                replay_nonce=nonce or None,
             )
         except Exception as exc:
             observability.logger().error(

@@ -1,0 +1,57 @@
+"""CDK constructs for exactly-once consumers: the table, the layer, the consumer, the monitor.
+
+Import from here in your own CDK app (`pip install 'exactly-once[cdk]'`); each construct has
+secure defaults and takes keywords to override them. The names load on first use, so the
+plain-Python modules (`consumer_rules`, `layer_build`) import without loading CDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from exactly_once_cdk.alarms import AlarmTopic as AlarmTopic
+    from exactly_once_cdk.consumer import IdempotentConsumer as IdempotentConsumer
+    from exactly_once_cdk.dashboard import ExactlyOnceDashboard as ExactlyOnceDashboard
+    from exactly_once_cdk.functions import FunctionOptions as FunctionOptions
+    from exactly_once_cdk.layer import ExactlyOnceLayer as ExactlyOnceLayer
+    from exactly_once_cdk.lock_monitor import StuckLockMonitor as StuckLockMonitor
+    from exactly_once_cdk.tables import IdempotencyTable as IdempotencyTable
+    from exactly_once_cdk.tables import LedgerTable as LedgerTable
+
+_HOMES = {
+    "AlarmTopic": "alarms",
+    "ExactlyOnceDashboard": "dashboard",
+    "ExactlyOnceLayer": "layer",
+    "FunctionOptions": "functions",
+    "IdempotencyTable": "tables",
+    "IdempotentConsumer": "consumer",
+    "LedgerTable": "tables",
+    "StuckLockMonitor": "lock_monitor",
+}
+__all__ = [
+    "AlarmTopic",
+    "ExactlyOnceDashboard",
+    "ExactlyOnceLayer",
+    "FunctionOptions",
+    "IdempotencyTable",
+    "IdempotentConsumer",
+    "LedgerTable",
+    "StuckLockMonitor",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        module = importlib.import_module(f"{__name__}.{_HOMES[name]}")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("aws_cdk", "constructs"):
+            raise
+        raise ModuleNotFoundError(
+            f"{name} needs {exc.name}, which is not installed: pip install 'exactly-once[cdk]'",
+            name=exc.name,
+        ) from None
+    return getattr(module, name)

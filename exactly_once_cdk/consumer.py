@@ -1,0 +1,312 @@
+"""`IdempotentConsumer`: a queue, its DLQ, the Lambda function, the event source mapping, alarms.
+
+Secure defaults throughout (SSE-SQS, SSL-only queues, a role with item-level rights only, partial
+batch responses, a DLQ with a redrive allow policy); every default is a keyword, and the
+`*_props` mappings override or add any keyword of the underlying CDK construct.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from exactly_once_cdk import outputs as names
+from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.consumer_rules import check_consumer, queue_name, visibility_timeout_seconds
+from exactly_once_cdk.functions import FunctionOptions, python_function
+from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+
+METRICS_NAMESPACE = "ExactlyOnce"
+DLQ_RETENTION = Duration.days(14)
+# Defaults as module constants (a call in a signature runs once anyway; this says so).
+TIMEOUT = Duration.seconds(30)
+NO_WINDOW = Duration.seconds(0)
+LEASE_MARGIN = Duration.seconds(5)
+QUEUE_AGE_ALARM = Duration.minutes(10)
+DEAD_LETTER_AGE_ALARM = Duration.days(3)  # well inside the DLQ's 14-day retention
+
+
+def _check_visibility(
+    queue_props: Mapping[str, Any] | None, timeout: Duration, window_s: int
+) -> None:
+    """`queue_props` may lengthen the visibility timeout, never shorten it below AWS's rule."""
+    given = (queue_props or {}).get("visibility_timeout")
+    wanted = visibility_timeout_seconds(int(timeout.to_seconds()), window_s)
+    if given is not None and given.to_seconds() < wanted:
+        raise ValueError(
+            f"queue_props visibility_timeout {given.to_seconds():g} s is under {wanted} s "
+            "(six function timeouts plus the batching window)"
+        )
+
+
+class IdempotentConsumer(Construct):
+    """One consumer: its own queue, DLQ, function and mapping; the table and layer are shared.
+
+    `code` and `handler` are your function (a handler wrapped in `exactly_once.sqs_consumer`).
+    `idempotency_scope` is the first half of every record id; it defaults to the construct id
+    in lower case. With `outputs`, the stack gets `<Id>QueueUrl`, `<Id>DeadLetterQueueUrl`,
+    `<Id>FunctionName` and the ARNs, which is how `eonce --stack` finds the consumer.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        table: IdempotencyTable,
+        layer: lambda_.ILayerVersion,
+        handler: str = "handler.handle",
+        idempotency_scope: str | None = None,
+        description: str | None = None,
+        fifo: bool = False,
+        block_expired_leases: bool = False,
+        ledger: LedgerTable | None = None,
+        environment: Mapping[str, str] | None = None,
+        timeout: Duration = TIMEOUT,
+        memory_size: int = 256,
+        batch_size: int = 10,
+        batching_window: Duration = NO_WINDOW,
+        max_concurrency: int = 5,
+        max_receive_count: int = 5,
+        lease_margin: Duration = LEASE_MARGIN,
+        alarm_topic: sns.ITopic | None = None,
+        queue_age_alarm: Duration = QUEUE_AGE_ALARM,
+        dead_letter_age_alarm: Duration = DEAD_LETTER_AGE_ALARM,
+        function_options: FunctionOptions | None = None,
+        mapping_enabled: bool = True,
+        outputs: bool = True,
+        queue_props: Mapping[str, Any] | None = None,
+        dead_letter_queue_props: Mapping[str, Any] | None = None,
+        event_source_props: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.name = construct_id
+        self.idempotency_scope = idempotency_scope or construct_id.lower()
+        window_s = int(batching_window.to_seconds())
+        check_consumer(
+            construct_id, fifo=fifo, batch_size=batch_size, batching_window_seconds=window_s
+        )
+        _check_visibility(queue_props, timeout, window_s)
+        stack = Stack.of(self)
+        # Named queues: the DLQ's redrive allow policy must name its source queue's ARN, and a
+        # reference to the queue would be a cycle (the queue's redrive policy names the DLQ).
+        name = queue_name(f"{stack.stack_name}-{construct_id}", fifo=fifo)
+        source_arn = stack.format_arn(
+            service="sqs", resource=name, arn_format=ArnFormat.NO_RESOURCE_NAME
+        )
+        fifo_props: dict[str, Any] = (
+            {"fifo": True, "content_based_deduplication": False} if fifo else {}
+        )
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            **{
+                "queue_name": queue_name(f"{stack.stack_name}-{construct_id}-dlq", fifo=fifo),
+                **fifo_props,
+                "encryption": sqs.QueueEncryption.SQS_MANAGED,
+                "enforce_ssl": True,
+                "retention_period": DLQ_RETENTION,
+                "redrive_allow_policy": sqs.RedriveAllowPolicy(
+                    redrive_permission=sqs.RedrivePermission.BY_QUEUE,
+                    source_queues=[sqs.Queue.from_queue_arn(self, "SourceQueueRef", source_arn)],
+                ),
+                **(dead_letter_queue_props or {}),
+            },
+        )
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            **{
+                "queue_name": name,
+                **fifo_props,
+                "encryption": sqs.QueueEncryption.SQS_MANAGED,
+                "enforce_ssl": True,
+                "visibility_timeout": Duration.seconds(
+                    visibility_timeout_seconds(int(timeout.to_seconds()), window_s)
+                ),
+                "dead_letter_queue": sqs.DeadLetterQueue(
+                    queue=self.dead_letter_queue, max_receive_count=max_receive_count
+                ),
+                **(queue_props or {}),
+            },
+        )
+        built = python_function(
+            self,
+            "Function",
+            code=code,
+            handler=handler,
+            description=description or f"Idempotent consumer {construct_id}",
+            layers=[layer],
+            environment={
+                "IDEMPOTENCY_TABLE": table.table_name,
+                **({"LEDGER_TABLE": ledger.table_name} if ledger else {}),
+                "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
+                "CONSUMER_SCOPE": self.idempotency_scope,
+                "POWERTOOLS_SERVICE_NAME": self.idempotency_scope,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "LEASE_MARGIN_MS": str(int(lease_margin.to_milliseconds())),
+                "BLOCK_EXPIRED_LEASES": "true" if block_expired_leases else "false",
+                **(environment or {}),
+            },
+            timeout=timeout,
+            memory_size=memory_size,
+            options=function_options or FunctionOptions(),
+        )
+        self.function = built.function
+        self.role = built.role
+        table.grant_records(self.role)
+        if ledger is not None:
+            ledger.grant_append(self.role)
+        self._grant_queues()
+
+        self.event_source_mapping = lambda_.EventSourceMapping(
+            self,
+            "EventSourceMapping",
+            **{
+                "target": self.function,
+                "event_source_arn": self.queue.queue_arn,
+                "batch_size": batch_size,
+                "max_batching_window": None if fifo else batching_window,
+                "max_concurrency": max_concurrency,
+                "report_batch_item_failures": True,
+                "metrics_config": lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+                "enabled": mapping_enabled,
+                **(event_source_props or {}),
+            },
+        )
+        # The service reads the queue with the function's role: the mapping needs the role's
+        # permissions to exist first.
+        self.event_source_mapping.node.add_dependency(self.role)
+        self.alarms = self._alarms(alarm_topic, queue_age_alarm, dead_letter_age_alarm)
+        if outputs:
+            self._outputs(stack)
+
+    def _grant_queues(self) -> None:
+        """Written out: `grant_consume_messages` adds more than a consumer uses."""
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ConsumeSourceQueue",
+                actions=[
+                    "sqs:ReceiveMessage",
+                    "sqs:DeleteMessage",
+                    "sqs:GetQueueAttributes",
+                    "sqs:ChangeMessageVisibility",
+                ],
+                resources=[self.queue.queue_arn],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="SendPermanentFailuresToDeadLetterQueue",
+                actions=["sqs:SendMessage"],
+                resources=[self.dead_letter_queue.queue_arn],
+            )
+        )
+
+    def _alarms(
+        self, topic: sns.ITopic | None, queue_age: Duration, dead_letter_age: Duration
+    ) -> list[cloudwatch.Alarm]:
+        name = self.name
+        dlq, queue = self.dead_letter_queue, self.queue
+        specs: list[tuple[str, cloudwatch.IMetric, float, str]] = [
+            (
+                "DeadLetterQueueNotEmptyAlarm",
+                dlq.metric_approximate_number_of_messages_visible(
+                    period=ALARM_PERIOD, statistic="Maximum"
+                ),
+                1,
+                f"{name}: messages are waiting in the dead-letter queue",
+            ),
+            (
+                "DeadLetterQueueAgeAlarm",
+                dlq.metric_approximate_age_of_oldest_message(
+                    period=ALARM_PERIOD, statistic="Maximum"
+                ),
+                dead_letter_age.to_seconds(),
+                f"{name}: a dead-lettered message has waited too long (14-day retention)",
+            ),
+            (
+                "QueueAgeAlarm",
+                queue.metric_approximate_age_of_oldest_message(
+                    period=ALARM_PERIOD, statistic="Maximum"
+                ),
+                queue_age.to_seconds(),
+                f"{name}: the queue is falling behind",
+            ),
+            (
+                "ErrorsAlarm",
+                self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+                1,
+                f"{name}: the function failed whole invocations",
+            ),
+            (
+                "ThrottlesAlarm",
+                self.function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
+                1,
+                f"{name}: the function was throttled",
+            ),
+        ]
+        return [
+            add_alarm(
+                self, alarm_id, metric=metric, threshold=threshold, description=text, topic=topic
+            )
+            for alarm_id, metric, threshold, text in specs
+        ]
+
+    def _outputs(self, stack: Stack) -> None:
+        values = {
+            names.QUEUE_URL: self.queue.queue_url,
+            names.QUEUE_ARN: self.queue.queue_arn,
+            names.DEAD_LETTER_QUEUE_URL: self.dead_letter_queue.queue_url,
+            names.DEAD_LETTER_QUEUE_ARN: self.dead_letter_queue.queue_arn,
+            names.FUNCTION_NAME: self.function.function_name,
+        }
+        for suffix, value in values.items():
+            CfnOutput(stack, f"{self.name}{suffix}", value=value)
+
+    def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
+        name = self.name
+        return [
+            cloudwatch.GraphWidget(
+                title=f"{name} queue",
+                left=[
+                    self.queue.metric_approximate_number_of_messages_visible(statistic="Maximum"),
+                    self.queue.metric_number_of_messages_deleted(statistic="Sum"),
+                ],
+                right=[self.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{name} dead-letter queue",
+                left=[
+                    self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                        statistic="Maximum"
+                    )
+                ],
+                right=[
+                    self.dead_letter_queue.metric_approximate_age_of_oldest_message(
+                        statistic="Maximum"
+                    )
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{name} function",
+                left=[
+                    self.function.metric_invocations(statistic="Sum"),
+                    self.function.metric_errors(statistic="Sum"),
+                    self.function.metric_throttles(statistic="Sum"),
+                ],
+                right=[self.function.metric_duration(statistic="p99")],
+                width=8,
+            ),
+        ]

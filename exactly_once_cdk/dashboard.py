@@ -1,0 +1,42 @@
+"""`ExactlyOnceDashboard` (optional): one CloudWatch dashboard for consumers, tables and monitor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from exactly_once_cdk.consumer import IdempotentConsumer
+from exactly_once_cdk.lock_monitor import StuckLockMonitor
+from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+
+
+class ExactlyOnceDashboard(cloudwatch.Dashboard):
+    """A row per consumer (queue, DLQ, function), then table throttles and the monitor."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        consumers: Sequence[IdempotentConsumer],
+        tables: Sequence[tuple[str, IdempotencyTable | LedgerTable]] = (),
+        monitor: StuckLockMonitor | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        for consumer in consumers:
+            self.add_widgets(*consumer.dashboard_widgets())
+        bottom: list[cloudwatch.IWidget] = []
+        if tables:
+            bottom.append(
+                cloudwatch.GraphWidget(
+                    title="DynamoDB throttle events",
+                    left=[m for label, table in tables for m in table.throttle_metrics(label)],
+                    width=12,
+                )
+            )
+        if monitor is not None:
+            bottom.extend(monitor.dashboard_widgets())
+        if bottom:
+            self.add_widgets(*bottom)

@@ -1,0 +1,129 @@
+"""Lambda functions built one way: Python 3.14 on arm64, JSON logs, own log group and role.
+
+The role starts empty (no AWSLambdaBasicExecutionRole, whose log permissions cover every log
+group in the account); callers add exactly the statements their function needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+ASSET_EXCLUDES = ["__pycache__", "*.pyc", "tests"]
+
+_RETENTION_NAMES = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """`RetentionDays` members are named, not numbered; find the one CloudWatch means by `days`."""
+    return logs.RetentionDays[_RETENTION_NAMES[days]]
+
+
+@dataclass(frozen=True)
+class FunctionOptions:
+    """What every function of these constructs shares; each field is a secure default.
+
+    `function_props` is the escape hatch: any `lambda_.Function` keyword, applied last.
+    """
+
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
+    log_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    tracing: bool = False
+    function_props: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class BuiltFunction:
+    function: lambda_.Function
+    role: iam.Role
+    log_group: logs.LogGroup
+
+
+def python_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    code: lambda_.Code,
+    handler: str,
+    description: str,
+    layers: list[lambda_.ILayerVersion],
+    environment: Mapping[str, str],
+    timeout: Duration,
+    memory_size: int,
+    options: FunctionOptions,
+) -> BuiltFunction:
+    log_group = logs.LogGroup(
+        scope,
+        f"{construct_id}Logs",
+        retention=options.log_retention,
+        removal_policy=options.log_removal_policy,
+    )
+    role = iam.Role(
+        scope,
+        f"{construct_id}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=f"Runs {construct_id}: only its own log group and the resources it uses",
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="WriteOwnLogs",
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            # The log group's Arn attribute already ends in ":*" (all of its streams).
+            resources=[log_group.log_group_arn],
+        )
+    )
+    props: dict[str, Any] = {
+        "runtime": RUNTIME,
+        "architecture": ARCHITECTURE,
+        "code": code,
+        "handler": handler,
+        "description": description,
+        "layers": layers,
+        "environment": dict(environment),
+        "timeout": timeout,
+        "memory_size": memory_size,
+        "role": role,
+        "log_group": log_group,
+        "logging_format": lambda_.LoggingFormat.JSON,
+        "application_log_level_v2": lambda_.ApplicationLogLevel.INFO,
+        "system_log_level_v2": lambda_.SystemLogLevel.WARN,
+        "tracing": lambda_.Tracing.ACTIVE if options.tracing else lambda_.Tracing.DISABLED,
+        **(options.function_props or {}),
+    }
+    function = lambda_.Function(scope, construct_id, **props)
+    if props["tracing"] == lambda_.Tracing.ACTIVE:
+        Validations.of(role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Added by CDK for active tracing: xray:PutTraceSegments and "
+                "xray:PutTelemetryRecords support no resource-level permissions.",
+            )
+        )
+    return BuiltFunction(function=function, role=role, log_group=log_group)

@@ -1,0 +1,107 @@
+"""`StuckLockMonitor` (opt-in): a scheduled function that counts stuck locks and FAILED records.
+
+Its code ships with these constructs (`monitor_function/`) and runs on the `ExactlyOnceLayer`;
+it reads only the sparse pending index, never the whole table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.consumer import METRICS_NAMESPACE
+from exactly_once_cdk.functions import ASSET_EXCLUDES, FunctionOptions, python_function
+from exactly_once_cdk.tables import IdempotencyTable
+
+SERVICE_NAME = "lock_monitor"  # Powertools adds it as the `service` dimension of every metric
+STUCK_LOCKS = "StuckLocks"
+FAILED_RECORDS = "FailedRecords"
+INTERVAL = Duration.minutes(5)
+MONITOR_CODE = Path(__file__).resolve().parent / "monitor_function"
+
+
+def monitor_metric(name: str) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE_NAME},
+        statistic="Maximum",
+        period=ALARM_PERIOD,
+    )
+
+
+class StuckLockMonitor(Construct):
+    """Runs every `interval`; alarms when a lease expired with nobody taking over."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: IdempotencyTable,
+        layer: lambda_.ILayerVersion,
+        interval: Duration = INTERVAL,
+        alarm_topic: sns.ITopic | None = None,
+        function_options: FunctionOptions | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        built = python_function(
+            self,
+            "Function",
+            code=lambda_.Code.from_asset(str(MONITOR_CODE), exclude=ASSET_EXCLUDES),
+            handler="handler.handle",
+            description="Counts stuck idempotency locks and FAILED records as metrics",
+            layers=[layer],
+            environment={
+                "IDEMPOTENCY_TABLE": table.table_name,
+                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            },
+            timeout=Duration.seconds(60),
+            memory_size=256,
+            options=function_options or FunctionOptions(),
+        )
+        self.function = built.function
+        table.grant_pending_query(built.role)
+        self.rule = events.Rule(
+            self,
+            "Schedule",
+            description="Runs the stuck-lock monitor",
+            schedule=events.Schedule.rate(interval),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
+        )
+        self.alarms = [
+            add_alarm(
+                self,
+                "StuckLocksAlarm",
+                metric=monitor_metric(STUCK_LOCKS),
+                threshold=1,
+                description="In-progress idempotency records whose lease expired (crashed holders)",
+                topic=alarm_topic,
+            ),
+            add_alarm(
+                self,
+                "ErrorsAlarm",
+                metric=self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+                threshold=1,
+                description="The stuck-lock monitor failed, so stuck locks go uncounted",
+                topic=alarm_topic,
+            ),
+        ]
+
+    def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
+        return [
+            cloudwatch.GraphWidget(
+                title="Stuck locks and failed records",
+                left=[monitor_metric(STUCK_LOCKS), monitor_metric(FAILED_RECORDS)],
+                width=12,
+            )
+        ]

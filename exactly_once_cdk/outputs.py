@@ -1,0 +1,15 @@
+"""The stack output names the constructs write and the CLI reads (plain Python, no CDK import).
+
+A consumer's outputs are `<Id><suffix>` (`OrdersQueueUrl`); the tables' names are fixed, so one
+table of each kind per stack carries them.
+"""
+
+from __future__ import annotations
+
+QUEUE_URL = "QueueUrl"
+QUEUE_ARN = "QueueArn"
+DEAD_LETTER_QUEUE_URL = "DeadLetterQueueUrl"
+DEAD_LETTER_QUEUE_ARN = "DeadLetterQueueArn"
+FUNCTION_NAME = "FunctionName"
+IDEMPOTENCY_TABLE = "IdempotencyTableName"
+LEDGER_TABLE = "LedgerTableName"

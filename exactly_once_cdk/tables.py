@@ -1,0 +1,169 @@
+"""The idempotency table (one for every consumer) and the append-only ledger of side effects.
+
+Both are `dynamodb.Table`s with secure defaults (on demand, encrypted, point-in-time recovery,
+kept on stack deletion, deletion protection); every `TableProps` keyword overrides them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from exactly_once import schema
+from exactly_once_cdk import outputs
+from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+
+LEDGER_PARTITION_KEY = "pk"  # the business key
+LEDGER_SORT_KEY = "sk"  # record_effect: "{scope}#{name}", once per key; append_entry: unique
+
+# Item-level actions only: `grant_read_write_data` would add Scan, Query and the batch calls.
+RECORD_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+)
+
+
+def _defaults(removal_policy: RemovalPolicy) -> dict[str, Any]:
+    return {
+        "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
+        "encryption": dynamodb.TableEncryption.AWS_MANAGED,
+        "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        "removal_policy": removal_policy,
+        "deletion_protection": removal_policy == RemovalPolicy.RETAIN,
+    }
+
+
+class _AlarmedTable(dynamodb.Table):
+    def throttle_alarm(self, label: str, alarm_topic: sns.ITopic | None = None) -> cloudwatch.Alarm:
+        """An alarm on any read or write throttle event (DynamoDB's own metrics)."""
+        throttles = cloudwatch.MathExpression(
+            expression="FILL(reads, 0) + FILL(writes, 0)",
+            using_metrics={
+                "reads": self.metric("ReadThrottleEvents", statistic="Sum"),
+                "writes": self.metric("WriteThrottleEvents", statistic="Sum"),
+            },
+            label=f"{label} throttle events",
+            period=ALARM_PERIOD,
+        )
+        return add_alarm(
+            self,
+            "ThrottlesAlarm",
+            metric=throttles,
+            threshold=1,
+            description=f"{label} table requests were throttled",
+            topic=alarm_topic,
+        )
+
+    def throttle_metrics(self, label: str) -> list[cloudwatch.IMetric]:
+        return [
+            self.metric(name, statistic="Sum", label=f"{label} {name}")
+            for name in ("ReadThrottleEvents", "WriteThrottleEvents")
+        ]
+
+
+class IdempotencyTable(_AlarmedTable):
+    """Records keyed by "{scope}#{key}", TTL on `expires_at`, and the sparse pending index.
+
+    The index holds only IN_PROGRESS and FAILED records, so the monitor and the CLI find stuck
+    and failed work without scanning completed records. With `output`, the stack gets an
+    `IdempotencyTableName` output, which is how `eonce locks` finds the table.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        output: bool = True,
+        **table_props: Any,
+    ) -> None:
+        props = {
+            **_defaults(removal_policy),
+            "partition_key": dynamodb.Attribute(
+                name=schema.PARTITION_KEY, type=dynamodb.AttributeType.STRING
+            ),
+            "time_to_live_attribute": schema.TTL,
+            **table_props,
+        }
+        super().__init__(scope, construct_id, **props)
+        self.add_global_secondary_index(
+            index_name=schema.PENDING_INDEX,
+            partition_key=dynamodb.Attribute(
+                name=schema.PENDING_SHARD, type=dynamodb.AttributeType.STRING
+            ),
+            sort_key=dynamodb.Attribute(name=schema.PENDING_AT, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        if output:
+            CfnOutput(Stack.of(self), outputs.IDEMPOTENCY_TABLE, value=self.table_name)
+
+    @property
+    def pending_index_arn(self) -> str:
+        return f"{self.table_arn}/index/{schema.PENDING_INDEX}"
+
+    def grant_records(self, grantee: iam.IGrantable) -> None:
+        """What a consumer's function needs: read and write single records, nothing more."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="IdempotencyRecords", actions=list(RECORD_ACTIONS), resources=[self.table_arn]
+            )
+        )
+
+    def grant_pending_query(self, grantee: iam.IGrantable) -> None:
+        """What the monitor and the CLI's `locks list` need: Query on the pending index."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadPendingIndex",
+                actions=["dynamodb:Query"],
+                resources=[self.pending_index_arn],
+            )
+        )
+
+
+class LedgerTable(_AlarmedTable):
+    """pk/sk items written once per executed side effect (`exactly_once.ledger`).
+
+    With `output`, the stack gets a `LedgerTableName` output.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        output: bool = True,
+        **table_props: Any,
+    ) -> None:
+        props = {
+            **_defaults(removal_policy),
+            "partition_key": dynamodb.Attribute(
+                name=LEDGER_PARTITION_KEY, type=dynamodb.AttributeType.STRING
+            ),
+            "sort_key": dynamodb.Attribute(
+                name=LEDGER_SORT_KEY, type=dynamodb.AttributeType.STRING
+            ),
+            **table_props,
+        }
+        super().__init__(scope, construct_id, **props)
+        if output:
+            CfnOutput(Stack.of(self), outputs.LEDGER_TABLE, value=self.table_name)
+
+    def grant_append(self, grantee: iam.IGrantable) -> None:
+        """PutItem only: the ledger is append-only, conditioned writes do the rest."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="LedgerAppend", actions=["dynamodb:PutItem"], resources=[self.table_arn]
+            )
+        )

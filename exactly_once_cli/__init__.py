@@ -1,0 +1,1 @@
+"""The operator CLI, `eonce`: commands only (argument parsing and output); the work is elsewhere."""

@@ -1,0 +1,85 @@
+"""The operator CLI: `eonce [global options] COMMAND ...`.
+
+Global options pick the account or emulator; each command lives in its own module and is
+registered here with one line, e.g. `app.command("invoke")(invoke_cmd)` or
+`app.add_typer(locks_app, name="locks")`. `run` and `chaos` drive the embedded local AWS, which
+comes with a checkout of the repository, not with the package; without it they say so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Annotated
+
+import typer
+
+from exactly_once_cli.common import CliError, OneLineErrorGroup
+from exactly_once_cli.consumers import consumers_cmd
+from exactly_once_cli.event import event_cmd, event_samples_cmd
+from exactly_once_cli.invoke import invoke_cmd
+from exactly_once_cli.layer import layer_cmd
+from exactly_once_cli.locks import locks_app
+from exactly_once_cli.replay import replay_app
+from exactly_once_cli.send import send_cmd
+from exactly_once_ops.targets import AwsTarget
+
+app = typer.Typer(
+    cls=OneLineErrorGroup,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Run and operate exactly-once SQS consumers: send, replay, invoke, locks, run.",
+)
+
+
+@app.callback()
+def global_options(
+    ctx: typer.Context,
+    endpoint_url: Annotated[
+        str | None,
+        typer.Option(envvar="AWS_ENDPOINT_URL", help="AWS endpoint, e.g. the local stack."),
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(envvar="AWS_PROFILE", help="AWS named profile.")
+    ] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            envvar=["AWS_REGION", "AWS_DEFAULT_REGION"],
+            help="AWS region (default: the profile's, else us-east-1).",
+        ),
+    ] = None,
+) -> None:
+    """Options that apply to every command; they go before the command name."""
+    ctx.obj = AwsTarget(endpoint_url=endpoint_url or None, profile=profile, region=region)
+
+
+app.command("consumers")(consumers_cmd)
+app.command("send")(send_cmd)
+app.add_typer(replay_app, name="replay")
+app.command("event")(event_cmd)
+app.command("event-samples")(event_samples_cmd)
+app.command("invoke")(invoke_cmd)
+app.add_typer(locks_app, name="locks")
+app.command("layer")(layer_cmd)
+
+
+def _needs_checkout(name: str) -> None:
+    def command() -> None:
+        raise CliError(
+            f"`eonce {name}` drives the embedded local AWS, which comes with a checkout of the "
+            "repository (git clone, then `make run`), not with the package"
+        )
+
+    app.command(name, help="(needs a checkout of the repository)")(command)
+
+
+if importlib.util.find_spec("local_aws") and importlib.util.find_spec("fault_injection"):
+    from exactly_once_cli.chaos import chaos_cmd
+    from exactly_once_cli.run import run_cmd
+
+    app.command("run")(run_cmd)
+    app.command("chaos")(chaos_cmd)
+else:
+    _needs_checkout("run")
+    _needs_checkout("chaos")

@@ -1,0 +1,91 @@
+"""`chaos`: fault injection over the local stack, with a comparison table (and a docs page)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from exactly_once_cli.common import stdout
+from fault_injection.consumers import CONSUMERS, by_names
+from fault_injection.page import write_page
+from fault_injection.report import print_report
+from fault_injection.runner import run_chaos
+from fault_injection.settings import ChaosSettings, FaultRates
+
+Rate = Annotated[float, typer.Option(min=0.0, max=1.0)]
+
+
+def chaos_cmd(
+    messages: Annotated[int, typer.Option(min=1, help="Messages to send per consumer.")] = 10_000,
+    consumers: Annotated[
+        str, typer.Option(help=f"Comma-separated, from: {', '.join(CONSUMERS)}.")
+    ] = "layer,layer-unfenced,powertools",
+    duplicates: Annotated[
+        float, typer.Option(min=0.0, max=0.9, help="Share of sends repeating an earlier body.")
+    ] = 0.10,
+    poison: Annotated[float, typer.Option(min=0.0, max=0.5, help="Share of poison.")] = 0.01,
+    transient: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of keys that fail, then succeed.")
+    ] = 0.05,
+    crash: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of keys that SIGKILL their worker.")
+    ] = 0.01,
+    zombie: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of keys that SIGSTOP their worker.")
+    ] = 0.003,
+    throttle: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of DynamoDB requests throttled.")
+    ] = 0.05,
+    delete_failure: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Share of SQS deletes dropped.")
+    ] = 0.03,
+    workers: Annotated[int, typer.Option(min=1, max=16, help="Worker processes.")] = 6,
+    seed: Annotated[int, typer.Option(help="Seed for the plan and the injectors.")] = 7,
+    work_ms: Annotated[int, typer.Option(min=0, help="Simulated I/O per record (ms).")] = 5,
+    pause: Annotated[
+        float | None,
+        typer.Option(help="Zombie pause (s); default: the visibility timeout + 3 s."),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each drain.")] = 3600,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Also write the report as a Markdown page here.")
+    ] = None,
+) -> None:
+    """Inject crashes, zombies, throttles, lost deletes, duplicates and poison; check the books.
+
+    Exits 1 when the layer's consumer (`layer`) breaks an invariant; the other consumers are
+    measured for comparison.
+    """
+    console = stdout()
+    settings = ChaosSettings(
+        messages=messages,
+        rates=FaultRates(
+            duplicates=duplicates,
+            poison=poison,
+            transient=transient,
+            crash=crash,
+            zombie=zombie,
+            throttle=throttle,
+            delete_failure=delete_failure,
+        ),
+        seed=seed,
+        workers=workers,
+        work_ms=work_ms,
+        pause_s=pause,
+        drain_timeout_s=timeout,
+    )
+    try:
+        kinds = by_names([name.strip() for name in consumers.split(",") if name.strip()])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--consumers") from exc
+    result = run_chaos(settings, kinds, console)
+    print_report(console, settings, result.plan, result.runs)
+    if markdown is not None:
+        write_page(markdown, result, "eonce " + " ".join(sys.argv[1:]))
+        console.print(f"wrote {markdown}")
+    layer = result.run("layer")
+    if layer is not None and not (layer.verdict.ok and layer.drained):
+        raise typer.Exit(1)

@@ -1,0 +1,118 @@
+"""Shared plumbing for the operator CLI: one-line errors, consoles, the AWS target in the context.
+
+Every failure a user can cause (a bad option, a missing file, an unreachable endpoint, an AWS
+error) ends as a single `error: ...` line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NoReturn
+
+import typer
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ProfileNotFound,
+)
+from rich.console import Console
+from rich.markup import escape
+from typer import _click  # typer 0.29 vendors click; its exception/context types live here
+from typer.core import TyperGroup
+
+from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, TargetError
+
+USAGE_EXIT = 2
+FAILURE_EXIT = 1
+
+
+STACK_ENV = "EONCE_STACK"
+StackOption = Annotated[
+    str,
+    typer.Option(
+        envvar=STACK_ENV,
+        help=f"CloudFormation stack whose outputs name the queues and table "
+        f"(default {DEFAULT_STACK}).",
+    ),
+]
+
+
+class CliError(Exception):
+    """A bad argument detected by a command; printed as one line, exit code 2."""
+
+
+def stdout() -> Console:
+    """A console on the current stdout (created per use so test runners' streams are honoured)."""
+    return Console(highlight=False, soft_wrap=True)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = FAILURE_EXIT) -> NoReturn:
+    """Print one `error:` line (markup-escaped, never wrapped) and exit."""
+    stderr().print(f"[bold red]error:[/] {_escape(message)}")
+    raise typer.Exit(code)
+
+
+def _escape(text: str) -> str:
+    """Escape rich markup and fold newlines so the message stays on one line."""
+    return escape(" ".join(text.split()))
+
+
+def describe(exc: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code for an exception a command let through."""
+    if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
+        return f"{exc} (is the endpoint up? check --endpoint-url / AWS_ENDPOINT_URL)", FAILURE_EXIT
+    if isinstance(exc, NoCredentialsError):
+        return "no AWS credentials found: pass --profile or set AWS_ACCESS_KEY_ID", FAILURE_EXIT
+    if isinstance(exc, ProfileNotFound):
+        return str(exc), USAGE_EXIT
+    if isinstance(exc, (ClientError, BotoCoreError)):
+        return str(exc), FAILURE_EXIT
+    if isinstance(exc, (CliError, TargetError)):
+        return str(exc), USAGE_EXIT
+    if isinstance(exc, typer.TyperException):
+        return f"{exc.format_message()} (see --help)", USAGE_EXIT
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}", USAGE_EXIT
+    raise exc
+
+
+_HANDLED = (BotoCoreError, ClientError, CliError, TargetError, typer.TyperException, OSError)
+
+
+class OneLineErrorGroup(TyperGroup):
+    """A typer group that turns user-facing exceptions from any subcommand into one line.
+
+    Catching in `invoke` also covers argument parsing of subcommands (including ones other
+    modules register later); `parse_args` covers the group's own options.
+    """
+
+    def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _click.exceptions.NoArgsIsHelpError:
+            raise
+        except _click.exceptions.UsageError as exc:
+            fail(*describe(exc))
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _click.exceptions.NoArgsIsHelpError:
+            raise
+        except _HANDLED as exc:
+            fail(*describe(exc))
+
+
+def aws_target(ctx: typer.Context) -> AwsTarget:
+    """The target the global options chose (the root callback stores it in `ctx.obj`)."""
+    target = ctx.find_root().obj
+    if not isinstance(target, AwsTarget):
+        raise CliError("internal: global options were not parsed")
+    return target

@@ -1,0 +1,1 @@
+"""Operate a deployed stack: find its queues, send messages, replay dead letters (no CLI code)."""

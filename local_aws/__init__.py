@@ -1,0 +1,1 @@
+"""The embedded local AWS for `make run` and the tests: moto, DynamoDB Local, deploy, poller."""

@@ -1,0 +1,150 @@
+"""`make run`: deploy locally, push a workload with duplicates and poison through, and check it.
+
+The verdict comes from the ledger (one item per executed side effect), not from counters: every
+valid business key must have exactly one entry, and every poison message must be in a DLQ.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from exactly_once_ops.message_attributes import error_type
+from exactly_once_ops.send import OutgoingMessage
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+
+REDRIVEN = "redriven by SQS"  # moved by maxReceiveCount, so it carries no reason of ours
+
+
+@dataclass(frozen=True)
+class Workload:
+    orders: int = 200  # messages to the standard queue
+    payments: int = 40  # messages to the FIFO queue
+    duplicate_ratio: float = 0.25  # share of messages that repeat an earlier business id
+    poison: int = 2  # messages per queue that can never succeed
+    transient_ratio: float = 0.05  # share of unique messages that fail once, then succeed
+    work_ms: int = 20  # simulated I/O per record
+    accounts: int = 4  # FIFO message groups
+    seed: int = 7
+
+
+@dataclass
+class Planned:
+    """What was sent, and what the ledger must show afterwards."""
+
+    messages: list[OutgoingMessage] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)  # each must have exactly one ledger entry
+    poison: int = 0
+    duplicates: int = 0
+
+
+def _split(total: int, workload: Workload) -> tuple[int, int, int]:
+    poison = min(workload.poison, total)
+    duplicates = min(round(total * workload.duplicate_ratio), total - poison)
+    return total - poison - duplicates, duplicates, poison
+
+
+def plan_orders(workload: Workload, run_id: str, rng: random.Random) -> Planned:
+    unique, duplicates, poison = _split(workload.orders, workload)
+    plan = Planned(duplicates=duplicates, poison=poison)
+    bodies = []
+    for n in range(unique):
+        body = {"orderId": f"o-{run_id}-{n}", "amount": n % 97, "workMs": workload.work_ms}
+        if rng.random() < workload.transient_ratio:
+            body["failTimes"] = 1
+        bodies.append(json.dumps(body))
+        plan.keys.add(str(body["orderId"]))
+    repeats = [rng.choice(bodies) for _ in range(duplicates)] if bodies else []
+    poisons = [
+        "this is not JSON {"
+        if n % 2 == 0
+        else json.dumps({"orderId": f"bad-{run_id}-{n}", "amount": -1})
+        for n in range(poison)
+    ]
+    everything = bodies + repeats + poisons
+    rng.shuffle(everything)
+    plan.messages = [OutgoingMessage(body=b) for b in everything]
+    return plan
+
+
+def plan_payments(workload: Workload, run_id: str, rng: random.Random) -> Planned:
+    unique, duplicates, poison = _split(workload.payments, workload)
+    plan = Planned(duplicates=duplicates, poison=poison)
+    messages: list[OutgoingMessage] = []
+    sent: list[dict[str, Any]] = []
+    for n in range(unique + duplicates + poison):
+        account = f"acct-{rng.randrange(max(1, workload.accounts))}"
+        if n >= unique + duplicates:
+            body: dict[str, Any] = {"paymentId": f"bad-{run_id}-{n}", "accountId": account}
+            body["amount"] = "not-a-number"
+        elif n >= unique and sent:
+            body = rng.choice(sent)  # the same payment again, under a new dedup id
+        else:
+            body = {"paymentId": f"p-{run_id}-{n}", "accountId": account, "amount": "12.50"}
+            body["workMs"] = workload.work_ms
+            sent.append(body)
+            plan.keys.add(body["paymentId"])
+        messages.append(
+            OutgoingMessage(
+                body=json.dumps(body), group_id=str(body["accountId"]), dedup_id=uuid.uuid4().hex
+            )
+        )
+    plan.messages = messages
+    return plan
+
+
+@dataclass
+class LedgerCheck:
+    expected: int
+    executed_once: int
+    double_effects: dict[str, int]
+    missing: set[str]
+    unexpected: set[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.double_effects and not self.missing and not self.unexpected
+
+
+def check_ledger(ddb: DynamoDBClient, table: str, expected: set[str]) -> LedgerCheck:
+    counts: Counter[str] = Counter()
+    paginator = ddb.get_paginator("scan")
+    for page in paginator.paginate(TableName=table, ProjectionExpression="pk"):
+        counts.update(item["pk"]["S"] for item in page.get("Items", []))
+    return LedgerCheck(
+        expected=len(expected),
+        executed_once=sum(1 for key in expected if counts[key] == 1),
+        double_effects={k: n for k, n in counts.items() if n > 1},
+        missing={k for k in expected if counts[k] == 0},
+        unexpected=set(counts) - expected,
+    )
+
+
+def dead_letter_reasons(sqs: SQSClient, queue_url: str) -> Counter[str]:
+    """Count the DLQ's messages by the reason the layer attached (peeking, not deleting)."""
+    reasons: Counter[str] = Counter()
+    handles: list[str] = []
+    while True:
+        got = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+            VisibilityTimeout=60,
+            WaitTimeSeconds=0,
+        ).get("Messages", [])
+        if not got:
+            break
+        for message in got:
+            reasons[error_type(message.get("MessageAttributes", {})) or REDRIVEN] += 1
+            handles.append(message["ReceiptHandle"])
+    for handle in handles:  # make them visible again: this was only a look
+        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+    return reasons

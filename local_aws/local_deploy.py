@@ -1,0 +1,129 @@
+"""Deploy the CDK app into a local endpoint (moto) with the pinned CDK CLI; return its outputs.
+
+Used by the infra smoke test and by `make run`. The app is synthesized with `localStack=true`:
+no bootstrap stack (the CLI's own credentials upload assets to a bucket created here), no
+bootstrap-version rule, and event source mappings created disabled so that moto never runs a
+function (the local poller does). `--method=direct` because moto's change sets cannot update.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from local_aws.moto_server import ACCOUNT_ID, REGION, aws_env
+
+ROOT = Path(__file__).resolve().parent.parent
+CDK = ROOT / "node_modules" / ".bin" / "cdk"
+QUALIFIER = "hnb659fds"  # the CDK's default bootstrap qualifier
+ASSETS_BUCKET = f"cdk-{QUALIFIER}-assets-{ACCOUNT_ID}-{REGION}"
+BUILD_DIR = ROOT / "build"
+
+
+class DeployError(RuntimeError):
+    """`cdk deploy` failed; the message carries the end of its output."""
+
+
+def _context_args(context: Mapping[str, Any]) -> list[str]:
+    args: list[str] = []
+    for key, value in context.items():
+        text = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+        if isinstance(value, bool):
+            text = text.lower()
+        args += ["--context", f"{key}={text}"]
+    return args
+
+
+def ensure_assets_bucket(endpoint_url: str) -> None:
+    """The bucket a bootstrap stack would own; creating it directly is much faster in moto."""
+    env = aws_env(endpoint_url)
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+    existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+    if ASSETS_BUCKET not in existing:
+        s3.create_bucket(Bucket=ASSETS_BUCKET)
+
+
+def deploy(
+    endpoint_url: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    outdir: Path | None = None,
+    timeout_s: float = 600,
+) -> dict[str, str]:
+    """Deploy (or update) the stack at `endpoint_url` and return its outputs by name.
+
+    `context` adds to cdk.json's context (for example `{"stackName": "Test"}`); `localStack`
+    is always true here.
+    """
+    ensure_assets_bucket(endpoint_url)
+    merged = {**(context or {}), "localStack": True}
+    stack_name = str(merged.get("stackName", "ExactlyOnceSqs"))
+    env = {
+        **os.environ,
+        **aws_env(endpoint_url),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
+        "CDK_DISABLE_VERSION_CHECK": "1",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+    }
+    BUILD_DIR.mkdir(exist_ok=True)
+    # A cloud assembly folder of its own, so concurrent local deploys (tests, `make run`) never
+    # meet the CLI's lock on a shared output folder.
+    with tempfile.TemporaryDirectory(prefix="cdk.out.local-", dir=BUILD_DIR) as tmp:
+        outputs_file = Path(tmp) / "outputs.json"
+        outdir = outdir or Path(tmp) / "assembly"
+        cmd = [
+            str(CDK),
+            "deploy",
+            stack_name,
+            "--require-approval=never",
+            "--method=direct",
+            "--progress=errors-only",
+            "--no-notices",
+            "--no-color",
+            "--ci",
+            f"--output={outdir}",
+            f"--outputs-file={outputs_file}",
+            *_context_args(merged),
+        ]
+        result = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        if result.returncode != 0:
+            tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+            raise DeployError(f"cdk deploy failed ({result.returncode}):\n{tail}")
+        outputs: dict[str, dict[str, str]] = json.loads(outputs_file.read_text())
+    return dict(outputs[stack_name])
+
+
+def main() -> None:
+    """`python -m local_aws.local_deploy http://localhost:PORT [key=value ...]`: print outputs."""
+    import sys
+
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python -m local_aws.local_deploy ENDPOINT_URL [key=value ...]")
+    context = dict(arg.split("=", 1) for arg in sys.argv[2:])
+    print(json.dumps(deploy(sys.argv[1], context), indent=2))
+
+
+if __name__ == "__main__":
+    main()

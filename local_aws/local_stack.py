@@ -1,0 +1,140 @@
+"""The embedded local AWS: moto for SQS/CloudFormation/Lambda metadata, DynamoDB Local for tables.
+
+The CDK app is deployed into moto as it would be into an account. The stack's tables are then
+mirrored into DynamoDB Local and every consumer's DynamoDB calls go there, because moto's
+conditional writes are not atomic under concurrency and exactly-once depends on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from infra.consumers import CONSUMERS, ConsumerSpec
+from local_aws.dynamodb_local import DynamoDBLocal
+from local_aws.lifecycle import Lifecycle
+from local_aws.local_deploy import deploy
+from local_aws.moto_server import REGION, MotoServer, aws_env
+from local_aws.poller import FunctionBinding
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_sqs import SQSClient
+
+# Short function timeouts keep the demo's redelivery waits (6x the timeout) to seconds.
+LOCAL_CONTEXT: dict[str, Any] = {"functionTimeoutSeconds": 3, "batchingWindowSeconds": 0}
+
+
+def mirror_table(source: DynamoDBClient, target: DynamoDBClient, name: str) -> None:
+    """Create `name` in target with the key schema and indexes it has in source."""
+    table = source.describe_table(TableName=name)["Table"]
+    params: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": table["KeySchema"],
+        "AttributeDefinitions": table["AttributeDefinitions"],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    indexes = [
+        {
+            "IndexName": gsi["IndexName"],
+            "KeySchema": gsi["KeySchema"],
+            "Projection": gsi["Projection"],
+        }
+        for gsi in table.get("GlobalSecondaryIndexes", [])
+    ]
+    if indexes:
+        params["GlobalSecondaryIndexes"] = indexes
+    target.create_table(**params)
+    target.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1})
+
+
+@dataclass
+class LocalStack(Lifecycle):
+    """Start with `with LocalStack() as stack:`; `stack.outputs` are the deployed stack's."""
+
+    context: dict[str, Any] = field(default_factory=dict)
+    moto: MotoServer = field(default_factory=MotoServer)
+    dynamodb: DynamoDBLocal = field(default_factory=DynamoDBLocal)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def start(self) -> LocalStack:
+        self.moto.start()
+        self.dynamodb.start()
+        try:
+            self.outputs = deploy(self.moto.endpoint, {**LOCAL_CONTEXT, **self.context})
+            for name in (self.outputs["IdempotencyTableName"], self.outputs["LedgerTableName"]):
+                mirror_table(self.client("dynamodb", via_moto=True), self.client("dynamodb"), name)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        self.dynamodb.stop()
+        self.moto.stop()
+
+    @property
+    def aws_environment(self) -> dict[str, str]:
+        """Variables that send everything to moto, except DynamoDB, which goes to DynamoDB Local."""
+        return {**aws_env(self.moto.endpoint), "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb.endpoint}
+
+    def client(self, service: str, *, via_moto: bool = False) -> Any:
+        endpoint = (
+            self.dynamodb.endpoint if service == "dynamodb" and not via_moto else self.moto.endpoint
+        )
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",  # noqa: S106 (moto and DynamoDB Local accept any)
+        )
+
+    def sqs(self) -> SQSClient:
+        return self.client("sqs")  # type: ignore[no-any-return]
+
+    def ddb(self) -> DynamoDBClient:
+        return self.client("dynamodb")  # type: ignore[no-any-return]
+
+    def bindings(self) -> list[FunctionBinding]:
+        return discover_bindings(self.client("lambda"), self.sqs(), self.outputs, CONSUMERS)
+
+
+def discover_bindings(
+    lambda_client: LambdaClient,
+    sqs: SQSClient,
+    outputs: dict[str, str],
+    consumers: tuple[ConsumerSpec, ...],
+) -> list[FunctionBinding]:
+    """Read each consumer's deployed function and mapping: environment, timeout, batching."""
+    bindings = []
+    for spec in consumers:
+        name = outputs[f"{spec.id}FunctionName"]
+        config = lambda_client.get_function_configuration(FunctionName=name)
+        mappings = lambda_client.list_event_source_mappings(FunctionName=name)[
+            "EventSourceMappings"
+        ]
+        if len(mappings) != 1:
+            raise RuntimeError(f"{name} has {len(mappings)} event source mappings, expected 1")
+        mapping = mappings[0]
+        queue_url = outputs[f"{spec.id}QueueUrl"]
+        bindings.append(
+            FunctionBinding(
+                function_name=name,
+                source_dir=str(spec.source_path),
+                handler=config.get("Handler", spec.handler),
+                environment=dict(config.get("Environment", {}).get("Variables", {})),
+                timeout_s=int(config.get("Timeout", 30)),
+                queue_url=queue_url,
+                queue_arn=mapping.get("EventSourceArn")
+                or sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+                    "Attributes"
+                ]["QueueArn"],
+                batch_size=int(mapping.get("BatchSize", 10)),
+                batching_window_s=int(mapping.get("MaximumBatchingWindowInSeconds", 0)),
+            )
+        )
+    return bindings

@@ -1,7 +1,0 @@
-"""Fault injection: drive the local stack through crashes, zombies, throttling and redelivery.
-
-`python -m tools.cli chaos` deploys the CDK app into moto, runs consumers in worker processes
-that kill and pause themselves, throttle their own DynamoDB calls and drop SQS deletes, then
-checks from durable state (the ledger, the DLQ, the idempotency table) that every business key
-took effect exactly once and that every message is accounted for.
-"""
