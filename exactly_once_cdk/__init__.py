@@ -1,6 +1,6 @@
 """CDK constructs for exactly-once consumers: the table, the layer, the consumer, the monitor.
 
-Import from here in your own CDK app (`pip install 'exactly-once[cdk]'`); each construct has
+Import from here in your own CDK app (`pip install 'exactly-once-sqs[cdk]'`); each construct has
 secure defaults and takes keywords to override them. The names load on first use, so the
 plain-Python modules (`consumer_rules`, `layer_build`) import without loading CDK.
 """
@@ -51,7 +51,7 @@ def __getattr__(name: str) -> Any:
         if exc.name not in ("aws_cdk", "constructs"):
             raise
         raise ModuleNotFoundError(
-            f"{name} needs {exc.name}, which is not installed: pip install 'exactly-once[cdk]'",
+            f"{name} needs {exc.name}, which is not installed: pip install 'exactly-once-sqs[cdk]'",
             name=exc.name,
         ) from None
     return getattr(module, name)

@@ -99,7 +99,9 @@ class IdempotentConsumer(Construct):
         stack = Stack.of(self)
         # Named queues: the DLQ's redrive allow policy must name its source queue's ARN, and a
         # reference to the queue would be a cycle (the queue's redrive policy names the DLQ).
-        name = queue_name(f"{stack.stack_name}-{construct_id}", fifo=fifo)
+        name = (queue_props or {}).get("queue_name") or queue_name(
+            f"{stack.stack_name}-{construct_id}", fifo=fifo
+        )
         source_arn = stack.format_arn(
             service="sqs", resource=name, arn_format=ArnFormat.NO_RESOURCE_NAME
         )

@@ -19,6 +19,8 @@ from constructs import Construct
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
 ASSET_EXCLUDES = ["__pycache__", "*.pyc", "tests"]
+# Set by the construct and relied on (grants, log group, visibility rule): not overridable.
+MANAGED_PROPS = frozenset({"role", "log_group", "timeout", "code", "handler"})
 
 _RETENTION_NAMES = {
     1: "ONE_DAY",
@@ -99,6 +101,14 @@ def python_function(
             resources=[log_group.log_group_arn],
         )
     )
+    overrides = dict(options.function_props or {})
+    managed = sorted(set(overrides) & MANAGED_PROPS)
+    if managed:
+        raise ValueError(
+            f"function_props cannot set {managed}: the construct grants, logs and times out "
+            "through them (use the construct's own keywords, or `environment` to add variables)"
+        )
+    environment = {**environment, **overrides.pop("environment", {})}
     props: dict[str, Any] = {
         "runtime": RUNTIME,
         "architecture": ARCHITECTURE,
@@ -115,7 +125,7 @@ def python_function(
         "application_log_level_v2": lambda_.ApplicationLogLevel.INFO,
         "system_log_level_v2": lambda_.SystemLogLevel.WARN,
         "tracing": lambda_.Tracing.ACTIVE if options.tracing else lambda_.Tracing.DISABLED,
-        **(options.function_props or {}),
+        **overrides,
     }
     function = lambda_.Function(scope, construct_id, **props)
     if props["tracing"] == lambda_.Tracing.ACTIVE:

@@ -43,6 +43,17 @@ class CliError(Exception):
     """A bad argument detected by a command; printed as one line, exit code 2."""
 
 
+def name_values(pairs: list[str], option: str) -> dict[str, str]:
+    """Repeatable `NAME=VALUE` options as a dict; a pair without a name or `=` is a usage error."""
+    found: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise CliError(f"{option} {pair!r}: expected NAME=VALUE")
+        found[name] = value
+    return found
+
+
 def stdout() -> Console:
     """A console on the current stdout (created per use so test runners' streams are honoured)."""
     return Console(highlight=False, soft_wrap=True)

@@ -1,6 +1,6 @@
 """The `eonce` console script: a clear one-line error when the `[cli]` extra is missing.
 
-The runtime install (`pip install exactly-once`) still installs the script; without typer and
+The runtime install (no extra) still installs the script; without typer and
 rich it must say what to install rather than print a traceback.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-EXTRA_HINT = "pip install 'exactly-once[cli]'"
+EXTRA_HINT = "pip install 'exactly-once-sqs[cli]'"
 
 
 def main() -> None:

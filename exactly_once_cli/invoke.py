@@ -16,8 +16,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from exactly_once import clients
 from exactly_once_cdk.outputs import FUNCTION_NAME
-from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
+from exactly_once_cli.common import CliError, StackOption, aws_target, name_values, stdout
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from exactly_once_ops.targets import (
@@ -45,14 +46,16 @@ def deployed_configuration(target: AwsTarget, consumer: str, stack: str) -> dict
     return dict(target.client("lambda").get_function_configuration(FunctionName=function))
 
 
-def parse_env(pairs: list[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise CliError(f"--env expects NAME=VALUE, got {pair!r}")
-        env[name] = value
-    return env
+def _point_clients_at(target: AwsTarget) -> None:
+    """The handler's own clients read the environment: give it the global options' account."""
+    settings = {
+        "AWS_PROFILE": target.profile,
+        "AWS_REGION": target.region,
+        "AWS_DEFAULT_REGION": target.region,
+        "AWS_ENDPOINT_URL": target.endpoint_url,
+    }
+    os.environ.update({name: value for name, value in settings.items() if value})
+    clients.reset()
 
 
 def source_folder(consumer: str, source: Path | None) -> Path:
@@ -91,11 +94,15 @@ def invoke_cmd(
     payload = read_event(event)
     config = deployed_configuration(aws_target(ctx), consumer, stack) if from_stack else {}
     environment = dict(config.get("Environment", {}).get("Variables", {}))
-    environment.update(parse_env(env or []))
+    environment.update(name_values(env or [], "--env"))
     if not (environment.get("IDEMPOTENCY_TABLE") or os.environ.get("IDEMPOTENCY_TABLE")):
         raise CliError("IDEMPOTENCY_TABLE is not set: deploy the stack or pass --env")
     os.environ.update(environment)
-    function = load_handler(str(folder), handler or config.get("Handler") or DEFAULT_HANDLER)
+    _point_clients_at(aws_target(ctx))
+    try:
+        function = load_handler(str(folder), handler or config.get("Handler") or DEFAULT_HANDLER)
+    except (ImportError, AttributeError, SyntaxError) as exc:
+        raise CliError(f"cannot load the handler from {folder}: {exc}") from exc
     response = function(payload, LocalLambdaContext(f"local-{consumer.lower()}", timeout_s=timeout))
 
     console = stdout()

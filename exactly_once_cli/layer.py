@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
-from exactly_once_cdk.layer_build import LAYER_DIR, build_layer, inputs_hash
 from exactly_once_cli.common import stdout
+
+LAYER_DIR = Path("build") / "layer"
 
 
 def layer_cmd(
@@ -18,5 +19,8 @@ def layer_cmd(
     ] = False,
 ) -> None:
     """Build the exactly_once layer (the package plus pinned Powertools) without Docker."""
+    # Loaded here: it locks with fcntl (POSIX), which the other commands must not depend on.
+    from exactly_once_cdk.layer_build import build_layer, inputs_hash
+
     path = build_layer(out, force=force)
     stdout().print(f"layer ready: {path} ({inputs_hash()[:12]})")

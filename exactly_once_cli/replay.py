@@ -17,6 +17,7 @@ from exactly_once_cli.common import (
     OneLineErrorGroup,
     StackOption,
     aws_target,
+    name_values,
     stderr,
     stdout,
 )
@@ -49,7 +50,8 @@ QueueUrl = Annotated[
     str | None, typer.Option(help="Destination queue URL (default: the DLQ's source queue).")
 ]
 Consumer = Annotated[
-    str | None, typer.Option(help="orders|payments: take both queues from the stack outputs.")
+    str | None,
+    typer.Option(help="A consumer of the stack (see `eonce consumers`)."),
 ]
 
 
@@ -75,16 +77,6 @@ def resolve(
     if destination is None and consumer is not None:
         destination = resolve_queue_url(target, queue_url=None, consumer=consumer, stack=stack)
     return Queues(dlq, destination)
-
-
-def parse_pairs(pairs: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise CliError(f"--match-attribute {pair!r}: expected Name=Value")
-        out[name] = value
-    return out
 
 
 def _copy_summary(report: CopyReport, options: CopyOptions) -> None:
@@ -188,7 +180,7 @@ def copy_cmd(
         message_filter = MessageFilter(
             body=match_body,
             regex=regex,
-            attributes=parse_pairs(match_attribute or []),
+            attributes=name_values(match_attribute or [], "--match-attribute"),
             error_types=tuple(error_type or ()),
         )
     except re.error as exc:

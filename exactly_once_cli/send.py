@@ -88,7 +88,8 @@ def send_cmd(
     ctx: typer.Context,
     queue_url: Annotated[str | None, typer.Option(help="Queue URL (else from the stack).")] = None,
     consumer: Annotated[
-        str | None, typer.Option(help="orders|payments: take the queue from the stack outputs.")
+        str | None,
+        typer.Option(help="A consumer of the stack (see `eonce consumers`)."),
     ] = None,
     stack: StackOption = DEFAULT_STACK,
     body: Annotated[

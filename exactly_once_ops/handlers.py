@@ -20,5 +20,8 @@ def load_handler(source_dir: str, handler: str) -> Callable[[Any, Any], Any]:
         raise ImportError(f"cannot load handler from {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[unique] = module
+    folder = str(Path(source_dir).resolve())
+    if folder not in sys.path:  # Lambda puts the asset root on the path: siblings import
+        sys.path.insert(0, folder)
     spec.loader.exec_module(module)
     return getattr(module, attribute)  # type: ignore[no-any-return]

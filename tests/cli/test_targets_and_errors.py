@@ -167,3 +167,31 @@ def test_stack_name_from_the_environment(
     result = cli("consumers")
     assert result.exit_code == 1
     assert "Stack with id Nope does not exist" in one_line(result.output)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["replay", "copy", "--dlq-url", "q", "--match-attribute", "novalue"], "--match-attribute"),
+        (
+            [
+                "invoke",
+                "orders",
+                "-e",
+                "events/orders-single.json",
+                "--no-from-stack",
+                "--env",
+                "=x",
+            ],
+            "--env '=x'",
+        ),
+    ],
+)
+def test_name_value_options_reject_pairs_without_a_name(
+    cli: Invoke, args: list[str], message: str
+) -> None:
+    result = cli(*args)
+    assert result.exit_code == 2
+    line = one_line(result.output)
+    assert message in line
+    assert line.endswith("expected NAME=VALUE")

@@ -76,7 +76,7 @@ import json
 
 from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
-from exactly_once_cdk import IdempotencyTable, IdempotentConsumer
+from exactly_once_cdk import FunctionOptions, IdempotencyTable, IdempotentConsumer
 
 CASES = {
     "fifo_batch_50": dict(fifo=True, batch_size=50),
@@ -85,6 +85,7 @@ CASES = {
     "fifo_batch_10": dict(fifo=True, batch_size=10),
     "short_visibility": dict(queue_props={"visibility_timeout": Duration.seconds(60)}),
     "long_visibility": dict(queue_props={"visibility_timeout": Duration.seconds(600)}),
+    "function_role": dict(function_options=FunctionOptions(function_props={"role": None})),
 }
 found = {}
 for name, options in CASES.items():
@@ -431,4 +432,7 @@ def test_invalid_settings_fail_with_the_rule(project: Project) -> None:
         "short_visibility": "queue_props visibility_timeout 60 s is under 180 s "
         "(six function timeouts plus the batching window)",
         "long_visibility": None,
+        "function_role": "function_props cannot set ['role']: the construct grants, logs and "
+        "times out through them (use the construct's own keywords, or `environment` to add "
+        "variables)",
     }

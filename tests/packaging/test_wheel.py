@@ -32,7 +32,7 @@ from tests.packaging.support import (
 
 # Modules a runtime import must not load: the [cdk] and [cli] extras and their machinery.
 HEAVY = ("aws_cdk", "constructs", "jsii", "cdk_nag", "typer", "rich")
-CLI_EXTRA = "exactly-once[cli]"
+CLI_EXTRA = "exactly-once-sqs[cli]"
 
 
 @dataclass(frozen=True)
@@ -60,15 +60,14 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     return Dists(wheel=wheels[0], sdist=sdists[0], log=result.stdout + result.stderr)
 
 
-@pytest.fixture(scope="session")
-def fresh_venv(tmp_path_factory: pytest.TempPathFactory, dists: Dists) -> Venv:
-    base = tmp_path_factory.mktemp("fresh")
+def make_venv(base: Path, requirement: str) -> Venv:
+    """A new venv (no system site packages) with `requirement` installed by pip."""
     root, workdir = base / "venv", base / "work"
     workdir.mkdir()
     run([DEV_BIN / "python", "-m", "venv", root], cwd=workdir)
     python = root / "bin" / "python"
     run(
-        [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", dists.wheel],
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", requirement],
         cwd=workdir,
     )
     purelib = run(
@@ -76,6 +75,16 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory, dists: Dists) -> Venv:
         cwd=workdir,
     ).stdout.strip()
     return Venv(root=root, python=python, site_packages=Path(purelib), workdir=workdir)
+
+
+@pytest.fixture(scope="session")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory, dists: Dists) -> Venv:
+    return make_venv(tmp_path_factory.mktemp("fresh"), str(dists.wheel))
+
+
+@pytest.fixture(scope="session")
+def cli_venv(tmp_path_factory: pytest.TempPathFactory, dists: Dists) -> Venv:
+    return make_venv(tmp_path_factory.mktemp("fresh-cli"), f"{dists.wheel}[cli]")
 
 
 def wheel_files(dists: Dists) -> list[str]:
@@ -152,7 +161,7 @@ def test_wheel_holds_exactly_the_four_packages(dists: Dists) -> None:
 
 def test_wheel_metadata_runtime_dependencies_and_extras(dists: Dists) -> None:
     meta = Parser().parsestr(dist_info_text(dists, "METADATA"))
-    assert meta["Name"] == "exactly-once"
+    assert meta["Name"] == "exactly-once-sqs"
     assert meta["Requires-Python"] == ">=3.11"
     requirements = [Requirement(r) for r in meta.get_all("Requires-Dist", [])]
     unconditional = {canonicalize_name(r.name) for r in requirements if r.marker is None}
@@ -206,7 +215,7 @@ def test_runtime_imports_from_the_installed_wheel(fresh_venv: Venv) -> None:
 
 def test_runtime_install_pulls_no_cdk_or_cli(fresh_venv: Venv) -> None:
     names = [
-        "exactly-once",
+        "exactly-once-sqs",
         "boto3",
         "aws-lambda-powertools",
         "aws-cdk-lib",
@@ -228,7 +237,7 @@ def test_runtime_install_pulls_no_cdk_or_cli(fresh_venv: Venv) -> None:
         f"print(json.dumps({{n: version(n) for n in {names!r}}}))",
     )
     # The positive controls prove the probe sees installed distributions at all.
-    assert versions["exactly-once"] is not None
+    assert versions["exactly-once-sqs"] is not None
     assert versions["boto3"] is not None
     assert versions["aws-lambda-powertools"] is not None
     absent = {"aws-cdk-lib", "constructs", "jsii", "cdk-nag", "typer", "rich"}
@@ -254,7 +263,7 @@ def test_cdk_package_plain_modules_work_without_the_cdk_extra(fresh_venv: Venv) 
     assert found == {
         "missing": "aws_cdk",
         "hint": "IdempotentConsumer needs aws_cdk, which is not installed: "
-        "pip install 'exactly-once[cdk]'",
+        "pip install 'exactly-once-sqs[cdk]'",
         "window": 180,
     }
 
@@ -269,6 +278,30 @@ def test_eonce_without_the_cli_extra_says_what_to_install(fresh_venv: Venv) -> N
     assert len(lines) == 1, result.stderr
     assert CLI_EXTRA in lines[0]
     assert "Traceback" not in result.stderr
+
+
+def test_eonce_with_the_cli_extra_runs_and_needs_no_cdk(cli_venv: Venv) -> None:
+    script = cli_venv.root / "bin" / "eonce"
+    result = run([script, "--help"], cwd=cli_venv.workdir, env=clean_env())
+    for command in ("consumers", "send", "replay", "invoke", "locks", "layer"):
+        assert command in result.stdout
+    found = probe(
+        cli_venv,
+        "import importlib.util, json\n"
+        "print(json.dumps({m: bool(importlib.util.find_spec(m))"
+        " for m in ('typer', 'rich', 'aws_cdk', 'local_aws')}))",
+    )
+    assert found == {"typer": True, "rich": True, "aws_cdk": False, "local_aws": False}
+
+
+def test_installed_eonce_run_says_it_needs_a_checkout(cli_venv: Venv) -> None:
+    """`run` drives the embedded local AWS, which is not in the wheel: one line, exit 2."""
+    script = cli_venv.root / "bin" / "eonce"
+    result = run([script, "run"], cwd=cli_venv.workdir, env=clean_env(), check=False)
+    assert result.returncode == 2
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) == 1, result.stdout + result.stderr
+    assert "checkout of the repository" in lines[0]
 
 
 def test_installed_runtime_is_byte_identical_to_the_layer_source(fresh_venv: Venv) -> None:

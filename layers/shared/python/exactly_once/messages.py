@@ -62,7 +62,7 @@ class SqsMessage:
     """Lambda event form, with the originals an earlier dead-lettering packed restored."""
     replay_nonce: str | None
     """The nonce it presents (plain or packed) if well-formed: see REPLAY_NONCE_ATTRIBUTE."""
-    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the consumer worked out from it (body, key, fingerprint), kept so that grouping a
     batch by key and running the record parse the body once."""
 

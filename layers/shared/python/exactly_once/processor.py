@@ -78,7 +78,8 @@ class RecordProcessor:
     def _identity(self, message: SqsMessage) -> tuple[Any, str, str | None]:
         """`_identify` once per message (the outcome or the failure): the batch asks for the key
         to order chains, then the record's run asks again."""
-        found = message.derived.get("identity")
+        memo = ("identity", id(self))  # another processor's settings may read it differently
+        found = message.derived.get(memo)
         if found is None:
             try:
                 found = self._identify(message)
@@ -86,7 +87,7 @@ class RecordProcessor:
                 if isinstance(exc, KeyboardInterrupt):
                     raise
                 found = exc
-            message.derived["identity"] = found
+            message.derived[memo] = found
         if isinstance(found, BaseException):
             raise found
         return found
