@@ -87,6 +87,7 @@ class IdempotentConsumer(Construct):
         queue_props: Mapping[str, Any] | None = None,
         dead_letter_queue_props: Mapping[str, Any] | None = None,
         event_source_props: Mapping[str, Any] | None = None,
+        metrics_namespace: str = METRICS_NAMESPACE,
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = construct_id
@@ -112,7 +113,6 @@ class IdempotentConsumer(Construct):
             self,
             "DeadLetterQueue",
             **{
-                "queue_name": queue_name(f"{stack.stack_name}-{construct_id}-dlq", fifo=fifo),
                 **fifo_props,
                 "encryption": sqs.QueueEncryption.SQS_MANAGED,
                 "enforce_ssl": True,
@@ -122,6 +122,8 @@ class IdempotentConsumer(Construct):
                     source_queues=[sqs.Queue.from_queue_arn(self, "SourceQueueRef", source_arn)],
                 ),
                 **(dead_letter_queue_props or {}),
+                "queue_name": (dead_letter_queue_props or {}).get("queue_name")
+                or queue_name(f"{stack.stack_name}-{construct_id}-dlq", fifo=fifo),
             },
         )
         self.queue = sqs.Queue(
@@ -154,7 +156,7 @@ class IdempotentConsumer(Construct):
                 "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
                 "CONSUMER_SCOPE": self.idempotency_scope,
                 "POWERTOOLS_SERVICE_NAME": self.idempotency_scope,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
                 "LEASE_MARGIN_MS": str(int(lease_margin.to_milliseconds())),
                 "BLOCK_EXPIRED_LEASES": "true" if block_expired_leases else "false",
                 **(environment or {}),
@@ -213,6 +215,21 @@ class IdempotentConsumer(Construct):
                 resources=[self.dead_letter_queue.queue_arn],
             )
         )
+        # Queues under a customer-managed key (`encryption=KMS` in the props): receiving needs
+        # Decrypt, sending to the DLQ needs GenerateDataKey too; SSE-SQS needs neither. Written
+        # out because the keys' `grant_*` helpers add wildcard actions (ReEncrypt*).
+        for sid, key, actions in (
+            ("DecryptSourceQueue", self.queue.encryption_master_key, ["kms:Decrypt"]),
+            (
+                "EncryptForDeadLetterQueue",
+                self.dead_letter_queue.encryption_master_key,
+                ["kms:Decrypt", "kms:GenerateDataKey"],
+            ),
+        ):
+            if key is not None:
+                self.role.add_to_policy(
+                    iam.PolicyStatement(sid=sid, actions=actions, resources=[key.key_arn])
+                )
 
     def _alarms(
         self, topic: sns.ITopic | None, queue_age: Duration, dead_letter_age: Duration

@@ -28,18 +28,25 @@ INTERVAL = Duration.minutes(5)
 MONITOR_CODE = Path(__file__).resolve().parent / "monitor_function"
 
 
-def monitor_metric(name: str) -> cloudwatch.Metric:
+def monitor_metric(
+    name: str, namespace: str = METRICS_NAMESPACE, service: str = SERVICE_NAME
+) -> cloudwatch.Metric:
     return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
+        namespace=namespace,
         metric_name=name,
-        dimensions_map={"service": SERVICE_NAME},
+        dimensions_map={"service": service},
         statistic="Maximum",
         period=ALARM_PERIOD,
     )
 
 
 class StuckLockMonitor(Construct):
-    """Runs every `interval`; alarms when a lease expired with nobody taking over."""
+    """Runs every `interval`; alarms when a lease expired with nobody taking over.
+
+    Its metrics are `<metrics_namespace>/StuckLocks` and `FailedRecords` with the dimension
+    `service=<service_name>`: give each stack in one account and region its own service name,
+    or their alarms count each other's records.
+    """
 
     def __init__(
         self,
@@ -51,8 +58,11 @@ class StuckLockMonitor(Construct):
         interval: Duration = INTERVAL,
         alarm_topic: sns.ITopic | None = None,
         function_options: FunctionOptions | None = None,
+        metrics_namespace: str = METRICS_NAMESPACE,
+        service_name: str = SERVICE_NAME,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.metrics_namespace, self.service_name = metrics_namespace, service_name
         built = python_function(
             self,
             "Function",
@@ -62,8 +72,8 @@ class StuckLockMonitor(Construct):
             layers=[layer],
             environment={
                 "IDEMPOTENCY_TABLE": table.table_name,
-                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "POWERTOOLS_SERVICE_NAME": service_name,
+                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
             },
             timeout=Duration.seconds(60),
             memory_size=256,
@@ -82,7 +92,7 @@ class StuckLockMonitor(Construct):
             add_alarm(
                 self,
                 "StuckLocksAlarm",
-                metric=monitor_metric(STUCK_LOCKS),
+                metric=self.metric(STUCK_LOCKS),
                 threshold=1,
                 description="In-progress idempotency records whose lease expired (crashed holders)",
                 topic=alarm_topic,
@@ -97,11 +107,15 @@ class StuckLockMonitor(Construct):
             ),
         ]
 
+    def metric(self, name: str) -> cloudwatch.Metric:
+        """`StuckLocks` or `FailedRecords` as this monitor emits them."""
+        return monitor_metric(name, self.metrics_namespace, self.service_name)
+
     def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
         return [
             cloudwatch.GraphWidget(
                 title="Stuck locks and failed records",
-                left=[monitor_metric(STUCK_LOCKS), monitor_metric(FAILED_RECORDS)],
+                left=[self.metric(STUCK_LOCKS), self.metric(FAILED_RECORDS)],
                 width=12,
             )
         ]

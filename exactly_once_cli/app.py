@@ -71,7 +71,11 @@ def _needs_checkout(name: str) -> None:
             "repository (git clone, then `make run`), not with the package"
         )
 
-    app.command(name, help="(needs a checkout of the repository)")(command)
+    app.command(
+        name,
+        help="(needs a checkout of the repository)",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )(command)
 
 
 if importlib.util.find_spec("local_aws") and importlib.util.find_spec("fault_injection"):

@@ -28,6 +28,19 @@ from exactly_once_ops.workload import (
 MAX_FAILURES_SHOWN = 50
 
 
+def default_template(consumer: str | None) -> str:
+    """The sample consumers' body shapes; any other consumer's bodies need --template."""
+    if consumer is None:
+        return DEFAULT_TEMPLATES["orders"]
+    found = DEFAULT_TEMPLATES.get(consumer.lower())
+    if found is None:
+        raise CliError(
+            f"--count for consumer {consumer!r} needs --template (its body shape, e.g. "
+            f'\'{{"id": "{{id}}"}}\'); built-in templates: {", ".join(DEFAULT_TEMPLATES)}'
+        )
+    return found
+
+
 def collect_bodies(
     *,
     body: list[str],
@@ -48,7 +61,7 @@ def collect_bodies(
         raise CliError("give exactly one of --body, --file, --jsonl or --count/--template")
     if generated:
         prefix = key_prefix if key_prefix is not None else f"{uuid.uuid4().hex[:8]}-"
-        chosen = template or DEFAULT_TEMPLATES.get(consumer or "", DEFAULT_TEMPLATES["orders"])
+        chosen = template or default_template(consumer)
         return generate_bodies(
             chosen,
             count if count is not None else 1,
@@ -164,7 +177,7 @@ def send_cmd(
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     if template is None and count is not None and not (group_id or group_field):
-        group_field = DEFAULT_GROUP_FIELDS.get(consumer or "")
+        group_field = DEFAULT_GROUP_FIELDS.get((consumer or "").lower())
     url = resolve_queue_url(target, queue_url=queue_url, consumer=consumer, stack=stack)
     sqs = target.sqs()
     fifo = is_fifo(url)

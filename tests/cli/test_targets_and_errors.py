@@ -85,6 +85,7 @@ def test_missing_output(cli: Invoke, stack: dict[str, str]) -> None:
     ("args", "message"),
     [
         (["send", "--body", "{}"], "name the queue: --queue-url URL, or --consumer"),
+        (["send", "--consumer", "shipping", "--count", "3"], "'shipping' needs --template"),
         (["send", "--queue-url", "q", "--count", "5", "--duplicates", "1.5"], "--duplicates"),
         (["send", "--queue-url", "q"], "give exactly one of --body, --file, --jsonl"),
         (["send", "--queue-url", "q", "--file", "/nonexistent/b.json"], "No such file"),

@@ -36,6 +36,7 @@ APP = """\
 from pathlib import Path
 
 from aws_cdk import App, Duration, Size, Stack, Validations
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
@@ -61,10 +62,18 @@ OVERRIDES = """dict(
     fifo=True,
     batch_size=5,
     max_receive_count=3,
-    queue_props={"retention_period": Duration.days(7)},
+    queue_props={"retention_period": Duration.days(7), "queue_name": "shop-orders.fifo"},
+    dead_letter_queue_props={
+        "encryption": sqs.QueueEncryption.KMS,
+        "encryption_master_key": kms.Key(stack, "DlqKey", enable_key_rotation=True),
+    },
     function_options=FunctionOptions(
-        function_props={"ephemeral_storage_size": Size.mebibytes(1024)}
+        function_props={
+            "ephemeral_storage_size": Size.mebibytes(1024),
+            "environment": {"SHOP_MODE": "test"},
+        }
     ),
+    metrics_namespace="Shop",
 )"""
 # The escape hatch can weaken a default; nag must then refuse the app.
 INSECURE = """dict(
@@ -408,7 +417,22 @@ def test_overrides_reach_the_template(overridden: Resources) -> None:
     for props in (queue["Properties"], dlq["Properties"]):
         assert props["FifoQueue"] is True
         assert props["QueueName"].endswith(".fifo")
-        assert props["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["QueueName"] == "shop-orders.fifo"
+    # The DLQ's redrive allow policy names the renamed source queue, not the default name.
+    allowed = json.dumps(dlq["Properties"]["RedriveAllowPolicy"]["sourceQueueArns"])
+    assert ":shop-orders.fifo" in allowed
+    # A customer-managed DLQ key: the function may use it to send permanent failures there.
+    key_id, _ = overridden.one("AWS::KMS::Key", "DlqKey")
+    assert dlq["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    kms_actions = {
+        action
+        for _, policy in overridden.of_type("AWS::IAM::Policy").items()
+        for statement in statements(policy["Properties"]["PolicyDocument"])
+        if statement.get("Resource") == {"Fn::GetAtt": [key_id, "Arn"]}
+        for action in as_list(statement["Action"])
+    }
+    assert kms_actions == {"kms:Decrypt", "kms:GenerateDataKey"}
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
     # queue_props reaches the source queue only; the DLQ keeps its 14 days.
     assert queue["Properties"]["MessageRetentionPeriod"] == 7 * 24 * 3600
@@ -418,6 +442,11 @@ def test_overrides_reach_the_template(overridden: Resources) -> None:
     assert "MaximumBatchingWindowInSeconds" not in mapping["Properties"]  # none on FIFO
     _, function = overridden.one("AWS::Lambda::Function", "Orders")
     assert function["Properties"]["EphemeralStorage"] == {"Size": 1024}
+    # `environment` in function_props adds to the construct's variables, never replaces them.
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["SHOP_MODE"] == "test"
+    assert {"IDEMPOTENCY_TABLE", "DEAD_LETTER_QUEUE_URL", "CONSUMER_SCOPE"} <= set(variables)
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Shop"
     # The escape hatch adds to the defaults, it does not replace them.
     assert function["Properties"]["Runtime"] == "python3.14"
 
