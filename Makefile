@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION ?= 1
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup lint typecheck unit test run bench chaos model synth deploy destroy send replay invoke locks layer dist clean
+.PHONY: help setup lint typecheck unit test run up status down bench chaos model synth deploy destroy send replay invoke locks layer dist clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -77,6 +77,15 @@ ARGS ?=
 
 run: setup ## Everything on this machine: local AWS, deploy, poll, send a workload, report
 	$(EONCE) run $(ARGS)
+
+up: setup ## Start the local stack in the background: deploy, then consume until `make down`
+	$(EONCE) up $(ARGS)
+
+status: setup ## Queue depths, pending records and counts of the local (or EONCE_STACK) stack
+	$(EONCE) status $(ARGS)
+
+down: setup ## Stop the local stack started by `make up` (and every process it started)
+	$(EONCE) down $(ARGS)
 
 send: setup ## Send COUNT generated messages (DUPLICATES share re-sent) to CONSUMER's queue
 	$(EONCE) send --consumer $(CONSUMER) --count $(COUNT) --duplicates $(DUPLICATES) $(ARGS)

@@ -13,3 +13,6 @@ DEAD_LETTER_QUEUE_ARN = "DeadLetterQueueArn"
 FUNCTION_NAME = "FunctionName"
 IDEMPOTENCY_TABLE = "IdempotencyTableName"
 LEDGER_TABLE = "LedgerTableName"
+# Only on stacks deployed into the local emulator: DynamoDB Local's endpoint, apart from moto's.
+LOCAL_DYNAMODB_ENDPOINT = "LocalDynamoDbEndpoint"
+LOCAL_DYNAMODB_CONTEXT = "localDynamoDbEndpoint"  # the CDK context key that asks for it

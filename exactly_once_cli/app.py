@@ -2,8 +2,9 @@
 
 Global options pick the account or emulator; each command lives in its own module and is
 registered here with one line, e.g. `app.command("invoke")(invoke_cmd)` or
-`app.add_typer(locks_app, name="locks")`. `run` and `chaos` drive the embedded local AWS, which
-comes with a checkout of the repository, not with the package; without it they say so.
+`app.add_typer(locks_app, name="locks")`. `run`, `up`, `down`, `chaos` and friends drive the
+embedded local AWS, which comes with a checkout of the repository, not with the package;
+without it they say so.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from exactly_once_cli.layer import layer_cmd
 from exactly_once_cli.locks import locks_app
 from exactly_once_cli.replay import replay_app
 from exactly_once_cli.send import send_cmd
+from exactly_once_cli.status import status_cmd
 from exactly_once_ops.targets import AwsTarget
 
 app = typer.Typer(
@@ -46,7 +48,8 @@ def global_options(
         str | None,
         typer.Option(
             envvar=["AWS_REGION", "AWS_DEFAULT_REGION"],
-            help="AWS region (default: the profile's, else us-east-1).",
+            help="AWS region (default: $AWS_REGION, else $AWS_DEFAULT_REGION, else the profile's, "
+            "else us-east-1).",
         ),
     ] = None,
 ) -> None:
@@ -62,6 +65,11 @@ app.command("event-samples")(event_samples_cmd)
 app.command("invoke")(invoke_cmd)
 app.add_typer(locks_app, name="locks")
 app.command("layer")(layer_cmd)
+app.command("status")(status_cmd)
+
+
+# Commands that drive local_aws / fault_injection: their modules stay out of the wheel.
+CHECKOUT_COMMANDS = ("run", "chaos", "up", "down", "env", "workload", "report")
 
 
 def _needs_checkout(name: str) -> None:
@@ -80,10 +88,18 @@ def _needs_checkout(name: str) -> None:
 
 if importlib.util.find_spec("local_aws") and importlib.util.find_spec("fault_injection"):
     from exactly_once_cli.chaos import chaos_cmd
+    from exactly_once_cli.demo import report_cmd, workload_cmd
+    from exactly_once_cli.down import down_cmd
     from exactly_once_cli.run import run_cmd
+    from exactly_once_cli.up import env_cmd, up_cmd
 
     app.command("run")(run_cmd)
     app.command("chaos")(chaos_cmd)
+    app.command("up")(up_cmd)
+    app.command("down")(down_cmd)
+    app.command("env")(env_cmd)
+    app.command("workload")(workload_cmd)
+    app.command("report")(report_cmd)
 else:
-    _needs_checkout("run")
-    _needs_checkout("chaos")
+    for _name in CHECKOUT_COMMANDS:
+        _needs_checkout(_name)

@@ -19,10 +19,21 @@ from botocore.exceptions import (
 )
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 from typer import _click  # typer 0.29 vendors click; its exception/context types live here
 from typer.core import TyperGroup
 
-from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, TargetError
+from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, TargetError, UnreachableEndpoint
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -63,6 +74,33 @@ def stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+class RateColumn(ProgressColumn):
+    """Items per second (rich's own speed column assumes bytes)."""
+
+    def __init__(self, unit: str = "msg") -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        shown = "-" if speed is None else f"{speed:,.0f}"
+        return Text(f"{shown} {self.unit}/s", style="progress.data.speed")
+
+
+def progress_bar(label: str, unit: str = "msg") -> Progress:
+    """A progress bar on stderr with count, rate, elapsed time and ETA, for long runs."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(unit),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=stderr(),
+    )
+
+
 def fail(message: str, code: int = FAILURE_EXIT) -> NoReturn:
     """Print one `error:` line (markup-escaped, never wrapped) and exit."""
     stderr().print(f"[bold red]error:[/] {_escape(message)}")
@@ -76,6 +114,8 @@ def _escape(text: str) -> str:
 
 def describe(exc: BaseException) -> tuple[str, int]:
     """The one-line message and exit code for an exception a command let through."""
+    if isinstance(exc, UnreachableEndpoint):  # already names where the endpoint came from
+        return str(exc), FAILURE_EXIT
     if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
         return f"{exc} (is the endpoint up? check --endpoint-url / AWS_ENDPOINT_URL)", FAILURE_EXIT
     if isinstance(exc, NoCredentialsError):

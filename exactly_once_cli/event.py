@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from exactly_once_cli.common import CliError, stdout
+from exactly_once_cli.common import CliError, aws_target, stdout
 from exactly_once_ops.message_attributes import parse_attribute
 from exactly_once_ops.sample_events import Attr, render, sqs_event, write_samples
 from exactly_once_ops.workload import read_jsonl
@@ -24,6 +24,7 @@ def _attr(spec: str) -> tuple[str, Attr]:
 
 
 def event_cmd(
+    ctx: typer.Context,
     body: Annotated[list[str] | None, typer.Option(help="A record body (repeat).")] = None,
     file: Annotated[
         Path | None, typer.Option(help="One record whose body is the file.", dir_okay=False)
@@ -49,7 +50,10 @@ def event_cmd(
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
 ) -> None:
-    """Print a Lambda SQS event (the exact shape the event source mapping sends)."""
+    """Print a Lambda SQS event (the exact shape the event source mapping sends).
+
+    Its records' awsRegion and ARN use the global region rule (--region, AWS_REGION, ...).
+    """
     sources = [bool(body), file is not None, jsonl is not None]
     if sum(sources) != 1:
         raise CliError("give exactly one of --body, --file or --jsonl")
@@ -69,6 +73,7 @@ def event_cmd(
             dedup_ids=dedup_id or None,
             attributes=attributes,
             receive_count=receive_count,
+            region=aws_target(ctx).region_name,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,12 +19,21 @@ from rich.table import Table
 
 from exactly_once import clients
 from exactly_once_cdk.outputs import FUNCTION_NAME
-from exactly_once_cli.common import CliError, StackOption, aws_target, name_values, stdout
+from exactly_once_cli.common import (
+    CliError,
+    StackOption,
+    aws_target,
+    fail,
+    name_values,
+    stderr,
+    stdout,
+)
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from exactly_once_ops.targets import (
     DEFAULT_STACK,
     AwsTarget,
+    Endpoint,
     consumer_output,
     stack_outputs,
 )
@@ -31,7 +41,14 @@ from exactly_once_ops.targets import (
 DEFAULT_HANDLER = "handler.handle"
 
 
+def stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
 def read_event(event: str) -> Any:
+    """The event from a file or stdin; a terminal on stdin is refused rather than waited on."""
+    if event == "-" and stdin_is_terminal():
+        raise CliError("give --event FILE or pipe an event on stdin")
     text = sys.stdin.read() if event == "-" else Path(event).read_text()
     try:
         return json.loads(text)
@@ -39,20 +56,42 @@ def read_event(event: str) -> Any:
         raise CliError(f"{event}: not JSON ({exc})") from exc
 
 
-def deployed_configuration(target: AwsTarget, consumer: str, stack: str) -> dict[str, Any]:
+def check_sqs_event(event: Any, source: str) -> None:
+    """Refuse what Lambda's SQS event source would never send: the handler would accept it
+    silently (no records, nothing to do) and the run would prove nothing.
+    """
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list) or not records:
+        raise CliError(f"{source}: not an SQS event (no Records list; see `eonce event`)")
+    for index, record in enumerate(records):
+        if not isinstance(record, dict) or not isinstance(record.get("messageId"), str):
+            raise CliError(f"{source}: Records[{index}] is not an SQS record (no messageId)")
+        origin = record.get("eventSource", "aws:sqs")
+        if origin != "aws:sqs":
+            raise CliError(f"{source}: Records[{index}] comes from {origin}, not aws:sqs")
+
+
+def deployed_configuration(
+    target: AwsTarget, outputs: Mapping[str, str], consumer: str, stack: str
+) -> dict[str, Any]:
     """The deployed function's configuration, found through the stack's outputs."""
-    outputs = stack_outputs(target.cloudformation(), stack)
     function = consumer_output(outputs, consumer, FUNCTION_NAME, stack)
     return dict(target.client("lambda").get_function_configuration(FunctionName=function))
 
 
-def _point_clients_at(target: AwsTarget) -> None:
-    """The handler's own clients read the environment: give it the global options' account."""
+def point_clients_at(target: AwsTarget, dynamodb: Endpoint) -> None:
+    """The handler's own clients read the environment: give them the CLI's account, region
+    and DynamoDB endpoint.
+
+    Both region variables are set because botocore reads only AWS_DEFAULT_REGION (Lambda sets
+    both); without it every record would fail with NoRegionError.
+    """
     settings = {
         "AWS_PROFILE": target.profile,
-        "AWS_REGION": target.region,
-        "AWS_DEFAULT_REGION": target.region,
+        "AWS_REGION": target.region_name,
+        "AWS_DEFAULT_REGION": target.region_name,
         "AWS_ENDPOINT_URL": target.endpoint_url,
+        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb.url,
     }
     os.environ.update({name: value for name, value in settings.items() if value})
     clients.reset()
@@ -66,11 +105,36 @@ def source_folder(consumer: str, source: Path | None) -> Path:
     return folder
 
 
+def reported_failures(response: Any) -> list[str]:
+    """The messageIds the handler's response lists in batchItemFailures."""
+    failures = response.get("batchItemFailures") if isinstance(response, dict) else None
+    if not isinstance(failures, list):
+        return []
+    return [str(item.get("itemIdentifier")) for item in failures if isinstance(item, dict)]
+
+
+def print_results(consumer: str, results: list[Any]) -> None:
+    """Each record's outcome, as the layer's `last_results` has it."""
+    table = Table(title=f"{consumer}: {len(results)} record(s)")
+    for column in ("messageId", "key", "outcome", "reported failed", "fence", "reason"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(
+            r.message_id,
+            r.key or "-",
+            r.outcome.value,
+            "yes" if r.report_failure else "no",
+            str(r.fence or "-"),
+            r.reason or "",
+        )
+    stdout().print(table)
+
+
 def invoke_cmd(
     ctx: typer.Context,
     consumer: Annotated[str, typer.Argument(help="The consumer, as the stack names it: orders.")],
     event: Annotated[
-        str, typer.Option("--event", "-e", help="An events/ file, or - for stdin.")
+        str, typer.Option("--event", "-e", help="An events/ file, or - for piped stdin.")
     ] = "-",
     source: Annotated[
         Path | None,
@@ -89,35 +153,42 @@ def invoke_cmd(
     ] = True,
     stack: StackOption = DEFAULT_STACK,
 ) -> None:
-    """Run a consumer's handler on an event and print the partial-batch response."""
+    """Run a consumer's handler on an SQS event and print each record's outcome and the response.
+
+    The handler's clients use the global --profile/--region/--endpoint-url and the stack's
+    DynamoDB endpoint. Exit 0 when no record is left for SQS to redeliver (processed,
+    duplicate, or sent to the DLQ by the layer); 1 when the handler raised or reported any
+    record failed (an error, a retryable failure, a lease held elsewhere: SQS would redeliver
+    it); 2 when the input is not an SQS event.
+    """
     folder = source_folder(consumer, source)
     payload = read_event(event)
-    config = deployed_configuration(aws_target(ctx), consumer, stack) if from_stack else {}
+    check_sqs_event(payload, "stdin" if event == "-" else event)
+    target = aws_target(ctx)
+    outputs = stack_outputs(target.cloudformation(), stack) if from_stack else {}
+    config = deployed_configuration(target, outputs, consumer, stack) if from_stack else {}
     environment = dict(config.get("Environment", {}).get("Variables", {}))
     environment.update(name_values(env or [], "--env"))
     if not (environment.get("IDEMPOTENCY_TABLE") or os.environ.get("IDEMPOTENCY_TABLE")):
         raise CliError("IDEMPOTENCY_TABLE is not set: deploy the stack or pass --env")
     os.environ.update(environment)
-    _point_clients_at(aws_target(ctx))
+    dynamodb = target.endpoint("dynamodb", outputs)
+    point_clients_at(target, dynamodb)
+    stderr().print(f"region {target.region_name}; DynamoDB at {dynamodb}", markup=False)
     try:
         function = load_handler(str(folder), handler or config.get("Handler") or DEFAULT_HANDLER)
     except (ImportError, AttributeError, SyntaxError) as exc:
         raise CliError(f"cannot load the handler from {folder}: {exc}") from exc
-    response = function(payload, LocalLambdaContext(f"local-{consumer.lower()}", timeout_s=timeout))
+    context = LocalLambdaContext(
+        f"local-{consumer.lower()}", timeout_s=timeout, region=target.region_name
+    )
+    try:
+        response = function(payload, context)
+    except Exception as exc:  # Lambda would retry the whole batch
+        fail(f"the handler raised {type(exc).__name__}: {exc} (every record would be retried)")
 
-    console = stdout()
-    results = getattr(function, "last_results", [])
-    table = Table(title=f"{consumer}: {len(results)} record(s)")
-    for column in ("messageId", "key", "outcome", "reported failed", "fence", "reason"):
-        table.add_column(column)
-    for r in results:
-        table.add_row(
-            r.message_id,
-            r.key or "-",
-            r.outcome.value,
-            "yes" if r.report_failure else "no",
-            str(r.fence or "-"),
-            r.reason or "",
-        )
-    console.print(table)
-    console.print_json(json.dumps(response))
+    print_results(consumer, getattr(function, "last_results", []))
+    stdout().print_json(json.dumps(response, default=str))
+    failed = reported_failures(response)
+    if failed:
+        fail(f"{len(failed)} record(s) reported failed: SQS would redeliver them")

@@ -1,10 +1,15 @@
-"""`locks`: find stuck and failed work through the sparse index, inspect a key, reset a failure."""
+"""`locks`: find stuck and failed work through the sparse index, inspect a key, reset a failure.
+
+Every command says which table at which endpoint it read, so an empty answer from the wrong
+DynamoDB (e.g. the emulator's empty copy of the local stack's tables) is visible as such.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -13,31 +18,62 @@ from rich.table import Table
 from exactly_once import IdempotencyStore, Status, StoredRecord
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
-from exactly_once_ops.targets import DEFAULT_STACK, stack_outputs
+from exactly_once_ops.targets import DEFAULT_STACK, stack_table
 
 locks_app = typer.Typer(
     help="Stuck IN_PROGRESS and FAILED idempotency records.", no_args_is_help=True
 )
 
 TableOption = Annotated[
-    str | None, typer.Option(help="Idempotency table (default: the stack's output).")
+    str | None,
+    typer.Option(
+        help="Idempotency table (default: the stack's output; its DynamoDB endpoint is then "
+        "the stack's LocalDynamoDbEndpoint output, if any, unless AWS_ENDPOINT_URL_DYNAMODB "
+        "is set)."
+    ),
 ]
 
+TIME_FIELDS = {
+    "created_at_ms": 1000,
+    "updated_at_ms": 1000,
+    "lease_expires_at_ms": 1000,
+    "expires_at_s": 1,
+}
+"""A record's epoch times, by field, in units per second."""
 
-def open_store(ctx: typer.Context, table: str | None, stack: str) -> IdempotencyStore:
+
+def open_store(ctx: typer.Context, table: str | None, stack: str) -> tuple[IdempotencyStore, str]:
+    """The store, and "TABLE at ENDPOINT (from SETTING)" to say where it was read."""
     target = aws_target(ctx)
-    if not table:
-        table = stack_outputs(target.cloudformation(), stack).get(IDEMPOTENCY_TABLE)
-        if not table:
-            raise CliError(f"stack {stack!r} has no {IDEMPOTENCY_TABLE} output; pass --table")
-    return IdempotencyStore(table, client=target.client("dynamodb"))
+    name, endpoint = stack_table(target, stack, IDEMPOTENCY_TABLE, table)
+    return IdempotencyStore(
+        name, client=target.client("dynamodb", endpoint)
+    ), f"{name} at {endpoint}"
 
 
-def _age(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    delta = ms / 1000 - time.time()
-    return f"in {delta:.0f}s" if delta >= 0 else f"{-delta:.0f}s ago"
+def duration(seconds: float) -> str:
+    """A short human duration: 42s, 3m 5s, 2h 10m, 14d 23h."""
+    total = round(abs(seconds))
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {secs}s" if minutes else f"{secs}s"
+
+
+def age(epoch_s: float, now_s: float) -> str:
+    """How far from now: "in 25s" or "3m 5s ago"."""
+    delta = epoch_s - now_s
+    return f"in {duration(delta)}" if delta >= 0 else f"{duration(delta)} ago"
+
+
+def when(epoch_s: float, now_s: float) -> str:
+    """UTC ISO time with its age: 2026-01-01T00:00:00.000Z (3m 5s ago)."""
+    iso = datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds")
+    return f"{iso.replace('+00:00', 'Z')} ({age(epoch_s, now_s)})"
 
 
 @locks_app.command("list")
@@ -45,9 +81,10 @@ def list_cmd(
     ctx: typer.Context,
     status: Annotated[str, typer.Option(help="in-progress, failed or all")] = "all",
     stuck_only: Annotated[
-        bool, typer.Option(help="Only IN_PROGRESS records whose lease expired.")
+        bool,
+        typer.Option(help="Only IN_PROGRESS records whose lease expired (no FAILED records)."),
     ] = False,
-    limit: Annotated[int, typer.Option(min=1)] = 100,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 100,
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
 ) -> None:
@@ -57,34 +94,52 @@ def list_cmd(
     )
     if wanted is None:
         raise CliError(f"--status must be in-progress, failed or all, not {status!r}")
-    store = open_store(ctx, table, stack)
+    if stuck_only:
+        if status == "failed":
+            raise CliError("--stuck-only lists IN_PROGRESS records only; drop --status failed")
+        wanted = [Status.IN_PROGRESS]
+    store, where = open_store(ctx, table, stack)
+    records: list[StoredRecord] = []
+    for wanted_status in wanted:  # one more than --limit tells whether more exist
+        more = limit + 1 - len(records)
+        records.extend(store.list_pending(wanted_status, stuck_only=stuck_only, limit=more))
+        if len(records) > limit:
+            break
+    now = time.time()
     grid = Table(title="pending idempotency records")
     for column in ("id", "status", "fence", "attempts", "owner", "lease", "error"):
         grid.add_column(column)
-    shown = 0
-    for wanted_status in wanted:
-        for r in store.list_pending(wanted_status, stuck_only=stuck_only, limit=limit - shown):
-            error = f"{r.error.type}: {r.error.message}" if r.error else ""
-            if r.error and not r.error.retryable:
-                error += " (permanent)"
-            grid.add_row(
-                r.record_id,
-                r.status.value,
-                str(r.fence),
-                str(r.attempts),
-                r.owner or "-",
-                _age(r.lease_expires_at_ms) if r.status is Status.IN_PROGRESS else "-",
-                error,
-            )
-            shown += 1
-        if shown >= limit:
-            break
-    stdout().print(grid)
-    stdout().print(f"{shown} record(s)")
+    for r in records[:limit]:
+        error = f"{r.error.type}: {r.error.message}" if r.error else ""
+        if r.error and not r.error.retryable:
+            error += " (permanent)"
+        lease = r.lease_expires_at_ms if r.status is Status.IN_PROGRESS else None
+        grid.add_row(
+            r.record_id,
+            r.status.value,
+            str(r.fence),
+            str(r.attempts),
+            r.owner or "-",
+            "-" if lease is None else age(lease / 1000, now),
+            error,
+        )
+    out = stdout()
+    out.print(grid)
+    if len(records) > limit:
+        out.print(f"showing {limit}; more exist: raise --limit ({where})", markup=False)
+    else:
+        out.print(f"{len(records)} record(s) in {where}", markup=False)
 
 
-def _record_json(record: StoredRecord) -> str:
-    data = asdict(record)
+def _record_json(record: StoredRecord, now_s: float | None = None) -> str:
+    """The record as JSON; each epoch time is followed by its UTC ISO time and age."""
+    now = time.time() if now_s is None else now_s
+    data: dict[str, object] = {}
+    for name, value in asdict(record).items():
+        data[name] = value
+        per_second = TIME_FIELDS.get(name)
+        if per_second and isinstance(value, int):
+            data[name.rsplit("_", 1)[0]] = when(value / per_second, now)
     data["status"] = record.status.value
     result, undecodable = record.decoded_result()  # never raises, whatever was stored
     data["result"] = result
@@ -101,10 +156,11 @@ def show_cmd(
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
 ) -> None:
-    """Print one key's record (TTL-expired records count as absent)."""
-    record = open_store(ctx, table, stack).get(scope, key)
+    """Print one key's record, with its times in UTC and their ages (TTL-expired = absent)."""
+    store, where = open_store(ctx, table, stack)
+    record = store.get(scope, key)
     if record is None:
-        raise CliError(f"no live record for {scope}#{key}")
+        raise CliError(f"no live record for {scope}#{key} in {where}")
     stdout().print_json(_record_json(record))
 
 
@@ -117,6 +173,7 @@ def reset_cmd(
     stack: StackOption = DEFAULT_STACK,
 ) -> None:
     """Make a FAILED record retryable, so the next delivery or a replay runs it."""
-    if not open_store(ctx, table, stack).reset(scope, key):
-        raise CliError(f"{scope}#{key} is not FAILED; nothing to reset")
+    store, where = open_store(ctx, table, stack)
+    if not store.reset(scope, key):
+        raise CliError(f"{scope}#{key} is not FAILED in {where}; nothing to reset")
     stdout().print(f"reset {scope}#{key}: the next delivery will run it")

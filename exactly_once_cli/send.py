@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import random
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
 from rich.table import Table
 
-from exactly_once_cli.common import CliError, StackOption, aws_target, stderr, stdout
+from exactly_once_cli.common import (
+    CliError,
+    StackOption,
+    aws_target,
+    progress_bar,
+    stderr,
+    stdout,
+)
 from exactly_once_ops.message_attributes import parse_attributes
-from exactly_once_ops.send import SendReport, send_messages
+from exactly_once_ops.send import SendInterrupted, SendReport, send_messages, sent_lines
 from exactly_once_ops.targets import DEFAULT_STACK, content_based_dedup, is_fifo, resolve_queue_url
 from exactly_once_ops.workload import (
     DEFAULT_GROUP_FIELDS,
@@ -26,6 +34,8 @@ from exactly_once_ops.workload import (
 )
 
 MAX_FAILURES_SHOWN = 50
+INTERRUPTED_EXIT = 130
+"""128 + SIGINT, what a shell reports for a command stopped with Ctrl-C."""
 
 
 def default_template(consumer: str | None) -> str:
@@ -53,8 +63,10 @@ def collect_bodies(
     groups: int,
     duplicates: float,
     rng: random.Random,
-) -> list[str]:
-    """The bodies to send, from exactly one source, with the requested share of duplicates."""
+) -> tuple[list[str], str | None]:
+    """The bodies to send, from exactly one source, with the requested share of duplicates,
+    and the key prefix of generated ones (None for given bodies).
+    """
     given = sum((bool(body), file is not None, jsonl is not None))
     generated = template is not None or count is not None
     if given + generated != 1:
@@ -62,7 +74,7 @@ def collect_bodies(
     if generated:
         prefix = key_prefix if key_prefix is not None else f"{uuid.uuid4().hex[:8]}-"
         chosen = template or default_template(consumer)
-        return generate_bodies(
+        generated_bodies = generate_bodies(
             chosen,
             count if count is not None else 1,
             key_prefix=prefix,
@@ -70,6 +82,7 @@ def collect_bodies(
             duplicates=duplicates,
             rng=rng,
         )
+        return generated_bodies, prefix
     if file is not None:
         bodies = [file.read_text(encoding="utf-8").rstrip("\n")]
     elif jsonl is not None:
@@ -78,13 +91,16 @@ def collect_bodies(
             raise CliError(f"{jsonl}: no bodies in file")
     else:
         bodies = list(body)
-    return with_duplicates(bodies, duplicate_count(len(bodies), duplicates), rng)
+    return with_duplicates(bodies, duplicate_count(len(bodies), duplicates), rng), None
 
 
-def print_report(report: SendReport, total: int) -> None:
+def print_report(report: SendReport, total: int, queue_url: str, key_prefix: str | None) -> None:
     """Summary table, then failed entries one per line (entry id = index of the message)."""
     out = stdout()
     table = Table(title="send", show_header=False)
+    table.add_row("queue", escape(queue_url))
+    if key_prefix is not None:
+        table.add_row("key prefix", escape(key_prefix))
     table.add_row("messages", str(total))
     table.add_row("sent", f"[green]{report.sent}[/]")
     table.add_row("failed", f"[red]{len(report.failed)}[/]" if report.failed else "0")
@@ -153,15 +169,22 @@ def send_cmd(
         ),
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Parallel SendMessageBatch calls.", min=1)] = 4,
+    ids_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write a JSON line per sent message: index, messageId, body (JSONL).",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Send messages to a queue with SendMessageBatch (10 per call) and report each failure.
 
-    Exits 1 if any message was not accepted.
+    Exits 1 if any message was not accepted, 130 on Ctrl-C (after saying how many were sent).
     """
     target = aws_target(ctx)
     rng = random.Random(seed)
     try:
-        bodies = collect_bodies(
+        bodies, prefix = collect_bodies(
             body=body or [],
             file=file,
             jsonl=jsonl,
@@ -196,21 +219,34 @@ def send_cmd(
         )
     except ValueError as exc:
         raise CliError(str(exc)) from exc
-    with Progress(
-        TextColumn("sending"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr(),
-    ) as progress:
-        task = progress.add_task("send", total=len(messages))
-        report = send_messages(
-            sqs,
-            url,
-            messages,
-            concurrency=concurrency,
-            on_batch=lambda n: progress.advance(task, n),
+    with ExitStack() as cleanup:
+        # opened before anything is sent, so a bad path costs nothing
+        ids_file = cleanup.enter_context(ids_out.open("w", encoding="utf-8")) if ids_out else None
+        where = f"to {url}" + (f" (key prefix {prefix})" if prefix is not None else "")
+        stderr().print(f"sending {len(messages)} message(s) {where}", markup=False)
+        interrupted = False
+        try:
+            with progress_bar("sending") as progress:
+                task = progress.add_task("send", total=len(messages))
+                report = send_messages(
+                    sqs,
+                    url,
+                    messages,
+                    concurrency=concurrency,
+                    on_batch=lambda n: progress.advance(task, n),
+                )
+        except SendInterrupted as stop:
+            report, interrupted = stop.report, True
+        if ids_file is not None:
+            ids_file.writelines(line + "\n" for line in sent_lines(report, messages))
+    if interrupted:
+        failed = f", {len(report.failed)} failed" if report.failed else ""
+        saved = f"; their ids are in {ids_out}" if ids_out else ""
+        stderr().print(
+            f"interrupted: {report.sent} of {len(messages)} message(s) sent{failed}{saved}",
+            markup=False,
         )
-    print_report(report, len(messages))
+        raise typer.Exit(INTERRUPTED_EXIT)
+    print_report(report, len(messages), url, prefix)
     if report.failed:
         raise typer.Exit(1)

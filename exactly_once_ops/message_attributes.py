@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 ERROR_TYPE_ATTRIBUTE = "eo-error-type"
 """Set by the layer on messages it dead-letters itself (see the replay docs)."""
 PACKED_ATTRIBUTE = "eo-failure"
+ORIGINAL_ID_ATTRIBUTE = "eo-original-message-id"
 """The layer's attributes as one JSON object, when the message had too many to add them."""
 OVERFLOW_KEY = "eo-overflow-attributes"
 """Inside the packed JSON: original attributes (Lambda event form) that did not fit."""
@@ -114,9 +115,16 @@ def scalar(attr: MessageAttributeValueOutputTypeDef) -> str | None:
 
 def error_type(received: Mapping[str, MessageAttributeValueOutputTypeDef]) -> str | None:
     """The layer's `eo-error-type`, plain or packed in `eo-failure`; None if neither."""
-    if ERROR_TYPE_ATTRIBUTE in received:
-        return scalar(received[ERROR_TYPE_ATTRIBUTE])
-    value = _packed(received).get(ERROR_TYPE_ATTRIBUTE)
+    return layer_attribute(received, ERROR_TYPE_ATTRIBUTE)
+
+
+def layer_attribute(
+    received: Mapping[str, MessageAttributeValueOutputTypeDef], name: str
+) -> str | None:
+    """One of the layer's `eo-*` attributes, plain or packed in `eo-failure`; None if neither."""
+    if name in received:
+        return scalar(received[name])
+    value = _packed(received).get(name)
     return value if isinstance(value, str) else None
 
 

@@ -1,15 +1,20 @@
 """Native replay: SQS's own message-move tasks (StartMessageMoveTask and friends).
 
 SQS moves the messages server-side, which is fast and needs no client running, but it cannot
-filter, preview or back up; `exactly_once_ops.replay` does that by copying.
+filter, preview or back up; `exactly_once_ops.replay` does that by copying. Emulators may lack
+these APIs (moto answers with an HTML 500 page, or raises NotImplementedError in-process);
+every call here turns that into `MoveTasksUnsupported` so the CLI can say so in one line.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -21,6 +26,45 @@ if TYPE_CHECKING:
 TERMINAL_STATUSES = frozenset({"COMPLETED", "CANCELLED", "FAILED"})
 CLOCK_SLACK_MS = 60_000
 """How far SQS's clock may be behind ours when matching a finished task to the one we started."""
+UNSUPPORTED_CODES = frozenset(
+    {"InvalidAction", "UnknownOperationException", "UnsupportedOperation", "NotImplemented"}
+)
+"""Error codes that mean the endpoint does not know the action at all."""
+
+
+class MoveTasksUnsupported(Exception):
+    """The endpoint has no message-move API (e.g. the local stack's moto)."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"the endpoint does not support {operation}")
+        self.operation = operation
+
+
+def is_unsupported(exc: ClientError) -> bool:
+    """Whether an error says the action does not exist here, rather than that it failed.
+
+    Real SQS answers unknown actions with InvalidAction; LocalStack with 501; moto's server
+    with an HTML 500 page (botocore then reports the status as the code). An HTML body is
+    never an SQS answer, but a proxy's 502/503 page is an outage, so only 500 and 501 count.
+    """
+    error = exc.response.get("Error", {})
+    meta = exc.response.get("ResponseMetadata", {})
+    status = meta.get("HTTPStatusCode")
+    content_type = meta.get("HTTPHeaders", {}).get("content-type", "")
+    html = content_type.startswith("text/html") or error.get("Message", "").lstrip().startswith("<")
+    return error.get("Code") in UNSUPPORTED_CODES or status == 501 or (status == 500 and html)
+
+
+@contextmanager
+def _move_api(operation: str) -> Iterator[None]:
+    try:
+        yield
+    except NotImplementedError as exc:  # moto in-process (mock_aws)
+        raise MoveTasksUnsupported(operation) from exc
+    except ClientError as exc:
+        if is_unsupported(exc):
+            raise MoveTasksUnsupported(operation) from exc
+        raise
 
 
 @dataclass(frozen=True)
@@ -72,19 +116,23 @@ def start_move(
         request["DestinationArn"] = destination_arn
     if rate is not None:
         request["MaxNumberOfMessagesPerSecond"] = rate
-    response = sqs.start_message_move_task(**request)
+    with _move_api("StartMessageMoveTask"):
+        response = sqs.start_message_move_task(**request)
     return response["TaskHandle"]
 
 
 def list_moves(sqs: SQSClient, source_arn: str) -> list[MoveTask]:
     """The most recent tasks (up to 10) for a DLQ, as SQS returns them."""
-    response = sqs.list_message_move_tasks(SourceArn=source_arn, MaxResults=10)
+    with _move_api("ListMessageMoveTasks"):
+        response = sqs.list_message_move_tasks(SourceArn=source_arn, MaxResults=10)
     return [_task(entry) for entry in response.get("Results", [])]
 
 
 def cancel_move(sqs: SQSClient, handle: str) -> int:
     """Cancel a running task; returns how many messages it had moved."""
-    return sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+    with _move_api("CancelMessageMoveTask"):
+        response = sqs.cancel_message_move_task(TaskHandle=handle)
+    return response["ApproximateNumberOfMessagesMoved"]
 
 
 def find_task(tasks: list[MoveTask], handle: str, started_after_ms: int) -> MoveTask | None:

@@ -7,10 +7,17 @@ never lose a message. Replayed messages get new SQS messageIds: consumers recogn
 by its business id, not by the messageId. Attributes are copied unchanged (never more than the
 ten the message had): the layer's `eo-replay-nonce` is what lets a permanent failure run again,
 and `eo-failure` carries any originals that did not fit beside the layer's own.
+
+FIFO: SQS returns no later message of a group while an earlier one is in flight, and at most 10
+of a group at once. Messages that stay in the DLQ (not matching, failed, a dry run, `keep`) are
+held in flight during the run, so after the first sweep each group whose head stays is released
+on its own and received again until its head stops moving; a head of 10 messages that all stay
+hides the rest of the group, which the report says (`blocked_groups`, `unexamined`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -21,18 +28,36 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from exactly_once_ops.message_attributes import error_type, for_send, scalar, to_json, unpacked
+from exactly_once_ops.message_attributes import (
+    ORIGINAL_ID_ATTRIBUTE,
+    error_type,
+    for_send,
+    layer_attribute,
+    scalar,
+    to_json,
+    unpacked,
+)
 from exactly_once_ops.send import EntryFailure, OutgoingMessage, send_batch
+from exactly_once_ops.targets import is_fifo
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeFilterType
     from mypy_boto3_sqs.type_defs import MessageTypeDef
 
 MAX_BATCH = 10
+"""SQS's limit per receive, send and delete, and so the most of a FIFO group one receive shows."""
 STALE_POLLS_BEFORE_STOP = 3
-"""Receives in a row that return only already-seen messages before the run ends."""
+"""Receives in a row that return only already-seen messages before the sweep ends."""
+SHORT_POLL_EMPTY_RECEIVES = 3
+"""Without a long poll SQS samples only some of its servers, so one empty receive proves little."""
+DEPTH_ATTRIBUTES: tuple[QueueAttributeFilterType, ...] = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +72,10 @@ class MessageFilter:
     def __post_init__(self) -> None:
         if self.regex and self.body is not None:
             re.compile(self.body)  # fail on a bad pattern before touching the queue
+
+    @property
+    def matches_all(self) -> bool:
+        return self.body is None and not self.attributes and not self.error_types
 
     def matches(self, message: MessageTypeDef) -> bool:
         body = message.get("Body", "")
@@ -73,7 +102,6 @@ class CopyOptions:
     visibility_timeout: int = 60
     wait_seconds: int = 2
     keep_dedup_id: bool = False
-    backup: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -92,10 +120,37 @@ class CopyReport:
     """Original messageIds that were sent to the destination (and deleted, unless kept)."""
     deleted: int = 0
     skipped: int = 0
+    """Messages the filter did not match."""
     failures: list[ReplayFailure] = field(default_factory=list)
     previews: list[dict[str, Any]] = field(default_factory=list)
     """Dry run: what would have moved."""
     release_failures: int = 0
+    examined: int = 0
+    """Distinct messages received and looked at."""
+    returned: int = 0
+    """Messages this run sent that failed again and came back to the DLQ: left for later."""
+    held_back: int = 0
+    """FIFO: matching messages seen after a failed one of their group, left in the DLQ."""
+    limit_reached: bool = False
+    blocked_groups: list[str] = field(default_factory=list)
+    """FIFO groups whose first 10 messages all stay in the DLQ, hiding any later ones."""
+    stopped_groups: list[str] = field(default_factory=list)
+    """FIFO groups with a failed send: the rest of each stays, so that nothing overtakes it."""
+    left_in_dlq: int | None = None
+    """Messages in the DLQ when the run ended (SQS's approximate count; None if unreadable)."""
+    unexamined: int | None = None
+    """Of those, how many this run never received (None if the count was unreadable)."""
+
+    @property
+    def hidden(self) -> int | None:
+        """Messages behind blocked or stopped groups, never examined (some may match).
+
+        0 when no group was cut short (or --limit ended the run, as asked); None when some
+        were but the DLQ's depth is unknown.
+        """
+        if self.limit_reached or not (self.blocked_groups or self.stopped_groups):
+            return 0
+        return self.unexamined
 
 
 def replay_dedup_id(original: str) -> str:
@@ -181,35 +236,92 @@ class Pacer:
         self.sent += count
 
 
+def queue_depth(sqs: SQSClient, queue_url: str) -> int | None:
+    """Visible, in-flight and delayed messages (approximate); None if SQS could not say.
+
+    Used for progress and for the counts after a failure, so it must never raise itself.
+    """
+    try:
+        attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(DEPTH_ATTRIBUTES))
+    except (ClientError, BotoCoreError):
+        return None
+    found = attrs.get("Attributes", {})
+    return sum(int(value) for name, value in found.items() if name in DEPTH_ATTRIBUTES)
+
+
+class BackupFile:
+    """The `--backup` JSONL file, opened for appending before anything is received.
+
+    Opening first turns a bad path into an error while the DLQ is untouched; each line is
+    flushed before its message is deleted from the DLQ, so a crash cannot lose both copies.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = path.open("a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        try:
+            self._file.write(json.dumps(record, sort_keys=True) + "\n")
+            self._file.flush()
+        except OSError as exc:  # name the file: a full disk says only "No space left"
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+
+    def close(self) -> None:
+        """Close; an error here concerns only a line whose write failed (the rest are flushed)."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
+def _group(message: MessageTypeDef) -> str | None:
+    return message.get("Attributes", {}).get("MessageGroupId")
+
+
 class _Held:
-    """Receipt handles of messages kept invisible until the run ends, then released."""
+    """Messages kept invisible during the run (their newest receipt handle), released later."""
 
     def __init__(self) -> None:
-        self.handles: dict[str, str] = {}
+        self.messages: dict[str, MessageTypeDef] = {}
 
     def hold(self, message: MessageTypeDef) -> None:
-        self.handles[message["MessageId"]] = message["ReceiptHandle"]
+        """Hold a message; a re-received one replaces its entry (only the newest handle works)."""
+        self.messages[message["MessageId"]] = message
 
-    def refresh(self, message: MessageTypeDef) -> None:
-        """A held message came back (its visibility ran out): only the newest handle works."""
-        if message["MessageId"] in self.handles:
-            self.hold(message)
+    def forget(self, message_id: str) -> None:
+        """A deleted message: nothing to release."""
+        self.messages.pop(message_id, None)
 
-    def release(self, sqs: SQSClient, queue_url: str) -> int:
-        """Make every held message visible again; returns how many could not be released."""
-        items = list(self.handles.items())
+    def groups(self) -> list[str]:
+        """FIFO groups with a held message, in the order they were first held."""
+        return list(dict.fromkeys(g for g in map(_group, self.messages.values()) if g is not None))
+
+    def release(self, sqs: SQSClient, queue_url: str, group: str | None = None) -> int:
+        """Make held messages (all, or one group's) visible again; returns how many failed.
+
+        Never raises: it also runs after an error or Ctrl-C, where the first error must show.
+        """
+        ids = [i for i, m in self.messages.items() if group is None or _group(m) == group]
         failed = 0
-        for start in range(0, len(items), MAX_BATCH):
-            chunk = items[start : start + MAX_BATCH]
-            response = sqs.change_message_visibility_batch(
-                QueueUrl=queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": 0}
-                    for i, (_, handle) in enumerate(chunk)
-                ],
-            )
-            failed += len(response.get("Failed", []))
-        self.handles.clear()
+        for start in range(0, len(ids), MAX_BATCH):
+            chunk = ids[start : start + MAX_BATCH]
+            try:
+                response = sqs.change_message_visibility_batch(
+                    QueueUrl=queue_url,
+                    Entries=[
+                        {
+                            "Id": str(i),
+                            "ReceiptHandle": self.messages[message_id]["ReceiptHandle"],
+                            "VisibilityTimeout": 0,
+                        }
+                        for i, message_id in enumerate(chunk)
+                    ],
+                )
+            except (ClientError, BotoCoreError):
+                failed += len(chunk)
+            else:
+                failed += len(response.get("Failed", []))
+        for message_id in ids:
+            del self.messages[message_id]
         return failed
 
 
@@ -225,6 +337,7 @@ class CopyReplay:
         message_filter: MessageFilter,
         options: CopyOptions,
         fifo_destination: bool,
+        backup: BackupFile | None = None,
         on_progress: Callable[[CopyReport], None] | None = None,
     ) -> None:
         self.sqs = sqs
@@ -233,45 +346,88 @@ class CopyReplay:
         self.filter = message_filter
         self.options = options
         self.fifo_destination = fifo_destination
+        self.backup = backup
         self.on_progress = on_progress
         self.report = CopyReport()
         self.pacer = Pacer(options.rate)
+        self._fifo_dlq = is_fifo(dlq_url)
         self._held = _Held()
         self._seen: set[str] = set()
+        self._deleted: set[str] = set()
         self._matched = 0
+        self._sent_ids: set[str] = set()
 
     def run(self) -> CopyReport:
-        """Receive, filter, send and delete until the DLQ has nothing new or the limit is hit."""
-        stale_polls = 0
+        """Sweep the DLQ until it is exhausted or the limit is hit; for FIFO, then each group.
+
+        Whatever happens (an error, Ctrl-C), every message not deleted is made visible again
+        and `report.left_in_dlq` is filled in before the exception goes on.
+        """
         try:
-            while not self._limit_reached():
-                messages = self._receive()
-                if not messages:
-                    break
-                fresh = [m for m in messages if m["MessageId"] not in self._seen]
-                for message in messages:
-                    self._held.refresh(message)
-                if not fresh:
-                    stale_polls += 1
-                    if stale_polls >= STALE_POLLS_BEFORE_STOP:
-                        break
-                    continue
-                stale_polls = 0
-                self._seen.update(m["MessageId"] for m in fresh)
-                self._handle(fresh)
-                if self.on_progress is not None:
-                    self.on_progress(self.report)
+            self._sweep()
+            if self._fifo_dlq:
+                self._advance_groups()
         finally:
             self.report.release_failures += self._held.release(self.sqs, self.dlq_url)
+            self.report.limit_reached = self._limit_reached()
+            self._count_leftovers()
         return self.report
 
     def _limit_reached(self) -> bool:
         return self.options.limit is not None and self._matched >= self.options.limit
 
-    def _receive(self) -> list[MessageTypeDef]:
-        wanted = MAX_BATCH
-        if self.options.limit is not None:
-            wanted = max(1, min(MAX_BATCH, self.options.limit - self._matched))
+    def _sweep(self) -> None:
+        """Receive until SQS has nothing visible left to give (or the limit is hit)."""
+        empty_to_end = 1 if self.options.wait_seconds > 0 else SHORT_POLL_EMPTY_RECEIVES
+        empty = stale = 0
+        while not self._limit_reached():
+            wanted = MAX_BATCH
+            if self.options.limit is not None:
+                wanted = max(1, min(MAX_BATCH, self.options.limit - self._matched))
+            messages = self._receive(wanted)
+            if not messages:
+                empty += 1
+                if empty >= empty_to_end:
+                    return
+                continue
+            empty = 0
+            if self._take(messages):
+                stale = 0
+            else:  # held messages whose visibility ran out: don't go round in circles
+                stale += 1
+                if stale >= STALE_POLLS_BEFORE_STOP:
+                    return
+
+    def _advance_groups(self) -> None:
+        """FIFO: reach what sits behind the messages that stay at the head of each group.
+
+        While any message of a group is held, SQS returns none of its later ones, so after the
+        sweep every group with messages left is held at its head. Each is advanced on its own.
+        """
+        done: set[str] = set()
+        while not self._limit_reached():
+            pending = [g for g in self._held.groups() if g not in done]
+            if not pending:
+                return
+            done.add(pending[0])
+            self._advance(pending[0])
+
+    def _advance(self, group: str) -> None:
+        """Release one group (every other stays held) and receive its head, up to 10 messages.
+
+        Repeat while the head brings something new. A head of 10 messages that all stay is as
+        far as SQS lets anyone look without deleting them; a group stopped by a failed send
+        stays where it is.
+        """
+        while not self._limit_reached() and group not in self.report.stopped_groups:
+            self.report.release_failures += self._held.release(self.sqs, self.dlq_url, group)
+            messages = self._receive(MAX_BATCH)
+            if not any(_group(m) == group for m in self._take(messages)):
+                if sum(_group(m) == group for m in messages) >= MAX_BATCH:
+                    self.report.blocked_groups.append(group)
+                return
+
+    def _receive(self, wanted: int) -> list[MessageTypeDef]:
         response = self.sqs.receive_message(
             QueueUrl=self.dlq_url,
             MaxNumberOfMessages=wanted,
@@ -282,26 +438,56 @@ class CopyReplay:
         )
         return response.get("Messages", [])
 
+    def _take(self, messages: list[MessageTypeDef]) -> list[MessageTypeDef]:
+        """Hold what was received and handle what is new; returns the new messages.
+
+        Every received message stays held until it is deleted, so whatever ends the run
+        (an error, Ctrl-C) leaves nothing invisible behind.
+        """
+        for message in messages:
+            self._held.hold(message)
+        fresh = [m for m in messages if m["MessageId"] not in self._seen]
+        if fresh:
+            self._seen.update(m["MessageId"] for m in fresh)
+            self.report.examined += len(fresh)
+            self._handle(fresh)
+            if self.on_progress is not None:
+                self.on_progress(self.report)
+        return fresh
+
     def _handle(self, messages: list[MessageTypeDef]) -> None:
         matched: list[MessageTypeDef] = []
         for message in messages:
+            if self._came_back(message):
+                self.report.returned += 1
+                continue
             if self._limit_reached():  # beyond --limit: untouched, released at the end
-                self._held.hold(message)
                 continue
             if not self.filter.matches(message):
                 self.report.skipped += 1
-                self._held.hold(message)
+                continue
+            if _group(message) in self.report.stopped_groups:
+                self.report.held_back += 1
                 continue
             matched.append(message)
             self._matched += 1
         if not matched:
             return
         if self.options.dry_run:
-            for message in matched:
-                self.report.previews.append(preview(message))
-                self._held.hold(message)
+            self.report.previews.extend(preview(message) for message in matched)
             return
         self._move(matched)
+
+    def _came_back(self, message: MessageTypeDef) -> bool:
+        """A message this run sent, dead-lettered again while the consumers still poll.
+
+        SQS's own redrive keeps the messageId; the layer's DLQ send names it in
+        `eo-original-message-id`. Replaying it again in the same run would never end.
+        """
+        if message["MessageId"] in self._sent_ids:
+            return True
+        original = layer_attribute(message.get("MessageAttributes", {}), ORIGINAL_ID_ATTRIBUTE)
+        return original is not None and original in self._sent_ids
 
     def _move(self, matched: list[MessageTypeDef]) -> None:
         outgoing = [
@@ -316,18 +502,23 @@ class CopyReplay:
         batch = [(str(i), message) for i, message in enumerate(outgoing)]
         sent, failed = send_batch(self.sqs, self.destination_url, batch)
         self._record_failures(matched, failed, stage="send")
-        to_delete: list[tuple[str, MessageTypeDef]] = []
-        for entry_id, new_message_id in sent.items():
-            original = matched[int(entry_id)]
-            self.report.moved.append(original["MessageId"])
-            self._backup(original, outgoing[int(entry_id)], new_message_id)
-            if self.options.keep:
-                self._held.hold(original)
-            else:
-                to_delete.append((entry_id, original))
         for failure in failed:
-            self._held.hold(matched[int(failure.id)])
-        self._delete(to_delete)
+            group = _group(matched[int(failure.id)])
+            if self._fifo_dlq and group is not None and group not in self.report.stopped_groups:
+                self.report.stopped_groups.append(group)
+        confirmed = sorted(((int(i), new_id) for i, new_id in sent.items()))
+        self._sent_ids.update(new_id for _, new_id in confirmed)
+        self.report.moved.extend(matched[i]["MessageId"] for i, _ in confirmed)
+        backed_up: list[tuple[str, MessageTypeDef]] = []
+        try:
+            for i, new_id in confirmed:
+                self._backup(matched[i], outgoing[i], new_id)
+                backed_up.append((str(i), matched[i]))
+        finally:
+            # Only a message whose backup line is written may leave the DLQ; if a write
+            # failed, the rest were sent but stay (a second replay of them is harmless).
+            if not self.options.keep:
+                self._delete(backed_up)
 
     def _delete(self, entries: list[tuple[str, MessageTypeDef]]) -> None:
         """Delete confirmed sends; a failed delete means the message will be replayed again."""
@@ -346,13 +537,17 @@ class CopyReplay:
                 for i, _ in entries
             ]
         else:
-            self.report.deleted += len(response.get("Successful", []))
+            done = response.get("Successful", [])
+            self.report.deleted += len(done)
+            for ok in done:
+                message_id = by_id[ok["Id"]]["MessageId"]
+                self._deleted.add(message_id)
+                self._held.forget(message_id)
             failed = [
                 {"Id": bad["Id"], "Code": bad["Code"], "Message": bad.get("Message", "")}
                 for bad in response.get("Failed", [])
             ]
-        for bad in failed:
-            self._held.hold(by_id[bad["Id"]])  # visible again at the end, like every leftover
+        for bad in failed:  # still held: visible again at the end, like every leftover
             self.report.failures.append(
                 ReplayFailure(
                     by_id[bad["Id"]]["MessageId"],
@@ -373,14 +568,21 @@ class CopyReplay:
             )
 
     def _backup(self, original: MessageTypeDef, outgoing: OutgoingMessage, new_id: str) -> None:
-        if self.options.backup is None:
+        if self.backup is None:
             return
-        record = backup_record(
-            original,
-            outgoing,
-            new_message_id=new_id,
-            source=self.dlq_url,
-            to=self.destination_url,
+        self.backup.write(
+            backup_record(
+                original,
+                outgoing,
+                new_message_id=new_id,
+                source=self.dlq_url,
+                to=self.destination_url,
+            )
         )
-        with self.options.backup.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+    def _count_leftovers(self) -> None:
+        """How many messages the DLQ still has, and how many of them this run never saw."""
+        depth = queue_depth(self.sqs, self.dlq_url)
+        self.report.left_in_dlq = depth
+        if depth is not None:
+            self.report.unexamined = max(0, depth - len(self._seen - self._deleted))

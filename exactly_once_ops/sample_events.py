@@ -189,10 +189,16 @@ def _payment(payment_id: str, account: str, amount: int) -> str:
 
 
 def sample_events() -> dict[str, dict[str, Any]]:
-    """The committed sample events, by file name."""
+    """The committed sample events, by file name.
+
+    Each file has business ids of its own (o-1xxx, o-2xxx, ...), so invoking them in any order
+    never reuses a key for a different payload, which the layer would dead-letter as a
+    FingerprintMismatch. Repeats inside orders-batch-duplicates.json are deliberate: the same
+    id with the same body, a duplicate delivery.
+    """
     ts = SAMPLE_TIMESTAMP_MS
-    batch_ids = ["o-1001", "o-1002", "o-1001", "o-1003", "o-1004", "o-1002", "o-1005", "o-1006"]
-    batch_ids += ["o-1001", "o-1007"]
+    batch_ids = ["o-2001", "o-2002", "o-2001", "o-2003", "o-2004", "o-2002", "o-2005", "o-2006"]
+    batch_ids += ["o-2001", "o-2007"]
     payments = [
         ("p-2001", "acct-17", 120),
         ("p-3001", "acct-42", 15),
@@ -218,10 +224,10 @@ def sample_events() -> dict[str, dict[str, Any]]:
             sent_timestamp_ms=ts,
         ),
         "orders-poison.json": sqs_event(
-            ["orderId=o-1009;amount=12 (not JSON)"], queue_name="orders-queue", sent_timestamp_ms=ts
+            ["orderId=o-3001;amount=12 (not JSON)"], queue_name="orders-queue", sent_timestamp_ms=ts
         ),
         "orders-message-attributes.json": sqs_event(
-            [_order("o-1010", 42, "c-1")],
+            [_order("o-4001", 42, "c-1")],
             queue_name="orders-queue",
             attributes={"source": "checkout", "priority": 2, "weight": Attr("Number.float", "0.5")},
             sent_timestamp_ms=ts,

@@ -7,9 +7,10 @@ single entries, so each entry's outcome is read from `Successful`/`Failed`.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -115,6 +116,17 @@ def chunks(
     return [numbered[start : start + size] for start in range(0, len(numbered), size)]
 
 
+class SendInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `send_messages`, with the report of what was sent until then.
+
+    A KeyboardInterrupt still, so callers that only know that one stop as before.
+    """
+
+    def __init__(self, report: SendReport) -> None:
+        super().__init__(f"interrupted after {report.sent} message(s) sent")
+        self.report = report
+
+
 def send_messages(
     sqs: SQSClient,
     queue_url: str,
@@ -126,10 +138,12 @@ def send_messages(
     """Send all messages in batches of 10 on `concurrency` threads (boto3 clients are thread-safe).
 
     `on_batch(n)` is called after each batch with its size, e.g. to advance a progress bar.
+    On Ctrl-C no new batch starts, the ones in flight finish, and `SendInterrupted` carries
+    the report of everything sent; an error (e.g. no connection) cancels the batches not
+    started and propagates.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
-    report = SendReport()
     started = time.perf_counter()
 
     def run(batch: list[tuple[str, OutgoingMessage]]) -> tuple[dict[str, str], list[EntryFailure]]:
@@ -138,10 +152,39 @@ def send_messages(
             on_batch(len(batch))
         return outcome
 
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        for sent, failed in pool.map(run, chunks(messages)):
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    futures = [pool.submit(run, batch) for batch in chunks(messages)]
+    try:
+        for future in as_completed(futures):
+            future.result()
+    except KeyboardInterrupt:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise SendInterrupted(_report(futures, started)) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return _report(futures, started)
+
+
+def _report(
+    futures: Sequence[Future[tuple[dict[str, str], list[EntryFailure]]]], started: float
+) -> SendReport:
+    """What the finished batches sent and failed (cancelled ones sent nothing)."""
+    report = SendReport(elapsed_s=time.perf_counter() - started)
+    for future in futures:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            sent, failed = future.result()
             report.message_ids.update(sent)
             report.failed.extend(failed)
-    report.elapsed_s = time.perf_counter() - started
     report.failed.sort(key=lambda failure: int(failure.id) if failure.id.isdigit() else -1)
     return report
+
+
+def sent_lines(report: SendReport, messages: Sequence[OutgoingMessage]) -> Iterator[str]:
+    """`send --ids-out`: a JSON object per sent message, in input order: index, MessageId, body.
+
+    The body ties SQS's id to the business id, which is what `locks show` and replay filters use.
+    """
+    for entry_id in sorted(report.message_ids, key=int):
+        index = int(entry_id)
+        message_id = report.message_ids[entry_id]
+        yield json.dumps({"index": index, "messageId": message_id, "body": messages[index].body})

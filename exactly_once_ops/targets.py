@@ -1,5 +1,8 @@
 """Where the operator CLI sends: AWS clients for an endpoint/profile/region, and queue URLs.
 
+One rule each for the region (`AwsTarget.region_name`) and for a service's endpoint
+(`AwsTarget.endpoint`), so every command, and a handler run by `invoke`, talks to the same place.
+
 Queues are named directly by URL or through the CDK stack's outputs, so the same command works
 against the local stack and a real account without copying URLs around. A consumer is any
 `<Name>QueueUrl` output (what `IdempotentConsumer` writes), matched without regard to case, so
@@ -9,13 +12,17 @@ the CLI knows the consumers of any stack built from the constructs, not only thi
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
-from exactly_once_cdk.outputs import DEAD_LETTER_QUEUE_URL, QUEUE_URL
+from exactly_once_cdk.outputs import DEAD_LETTER_QUEUE_URL, LOCAL_DYNAMODB_ENDPOINT, QUEUE_URL
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -27,6 +34,42 @@ DEFAULT_REGION = "us-east-1"
 
 class TargetError(Exception):
     """A user-facing problem with where to send; the message is printed as one line."""
+
+
+class UnreachableEndpoint(BotocoreConnectionError):
+    """A connection failure of a client made here, naming the setting its endpoint came from."""
+
+    fmt = "{error} ({hint})"
+
+
+"""Output of a stack deployed into the local emulator: its tables live in DynamoDB Local, not
+behind the emulator's own endpoint (whose empty copies would give silent wrong answers)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A service's endpoint and the setting it came from (None: AWS's own endpoint)."""
+
+    url: str | None
+    source: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.url} (from {self.source})" if self.url else "AWS"
+
+    def hint(self, service: str) -> str:
+        """What to check when nothing answers there."""
+        if self.url is None:
+            return "is the network up? check --region / AWS_REGION"
+        hint = f"is the endpoint up? check {self.source}"
+        variable = service_endpoint_variable(service)
+        if self.source != variable:
+            hint += f", or set {variable}"
+        return hint
+
+
+def service_endpoint_variable(service: str) -> str:
+    """botocore's per-service endpoint variable: AWS_ENDPOINT_URL_DYNAMODB."""
+    return f"AWS_ENDPOINT_URL_{service.upper().replace('-', '_')}"
 
 
 def client_config(endpoint_url: str | None) -> Config:
@@ -43,6 +86,19 @@ def client_config(endpoint_url: str | None) -> Config:
     return Config(retries={"mode": "standard"})
 
 
+def _name_endpoint_on_failure(client: Any, hint: str) -> None:
+    """Turn the client's connection failures (after its retries) into `UnreachableEndpoint`.
+
+    Raised from botocore's after-call-error event, so every call of every command is covered.
+    """
+
+    def reraise(exception: BaseException, **_: Any) -> None:
+        if isinstance(exception, (EndpointConnectionError, ConnectTimeoutError)):
+            raise UnreachableEndpoint(error=exception, hint=hint) from exception
+
+    client.meta.events.register("after-call-error", reraise)
+
+
 @dataclass(frozen=True)
 class AwsTarget:
     """The account/emulator the CLI talks to (the global --endpoint-url/--profile/--region)."""
@@ -51,37 +107,53 @@ class AwsTarget:
     profile: str | None = None
     region: str | None = None
 
+    @cached_property
+    def region_name(self) -> str:
+        """--region, else AWS_REGION, else AWS_DEFAULT_REGION, else the profile's, else us-east-1.
+
+        botocore reads only AWS_DEFAULT_REGION and the profile, so the rule is applied here once
+        and every client (and an invoked handler's, through the environment) gets its result.
+        """
+        chosen = self.region or os.environ.get("AWS_REGION")
+        if chosen:
+            return chosen
+        return boto3.Session(profile_name=self.profile).region_name or DEFAULT_REGION
+
     def session(self) -> boto3.Session:
-        """A session whose region falls back to the profile's, then to us-east-1."""
-        session = boto3.Session(profile_name=self.profile, region_name=self.region)
-        if session.region_name is None:
-            session = boto3.Session(profile_name=self.profile, region_name=DEFAULT_REGION)
-        return session
+        return boto3.Session(profile_name=self.profile, region_name=self.region_name)
+
+    def endpoint(self, service: str, outputs: Mapping[str, str] | None = None) -> Endpoint:
+        """`AWS_ENDPOINT_URL_<SERVICE>`, else (DynamoDB) the stack's `LocalDynamoDbEndpoint`
+        output, else --endpoint-url / AWS_ENDPOINT_URL, else AWS's own endpoint.
+        """
+        variable = service_endpoint_variable(service)
+        if url := os.environ.get(variable):
+            return Endpoint(url, variable)
+        if service == "dynamodb" and (url := (outputs or {}).get(LOCAL_DYNAMODB_ENDPOINT)):
+            return Endpoint(url, f"the stack output {LOCAL_DYNAMODB_ENDPOINT}")
+        if self.endpoint_url:
+            return Endpoint(self.endpoint_url, "--endpoint-url / AWS_ENDPOINT_URL")
+        return Endpoint(None)
+
+    def client(self, service: str, endpoint: Endpoint | None = None) -> Any:
+        """A client for any service, at `endpoint` (default: `self.endpoint(service)`)."""
+        where = endpoint or self.endpoint(service)
+        client = self.session().client(  # type: ignore[call-overload]
+            service, endpoint_url=where.url, config=client_config(where.url)
+        )
+        _name_endpoint_on_failure(client, where.hint(service))
+        return client
 
     def sqs(self) -> SQSClient:
-        return self.session().client(
-            "sqs", endpoint_url=self.endpoint_url, config=client_config(self.endpoint_url)
-        )
-
-    def client(self, service: str) -> Any:
-        """A client for any service; `AWS_ENDPOINT_URL_<SERVICE>` beats --endpoint-url.
-
-        The local stack keeps DynamoDB in DynamoDB Local, apart from the other services.
-        """
-        endpoint = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or self.endpoint_url
-        return self.session().client(  # type: ignore[call-overload]
-            service, endpoint_url=endpoint, config=client_config(endpoint)
-        )
+        client: SQSClient = self.client("sqs")
+        return client
 
     def cloudformation(self) -> CloudFormationClient:
-        return self.session().client(
-            "cloudformation",
-            endpoint_url=self.endpoint_url,
-            config=client_config(self.endpoint_url),
-        )
+        client: CloudFormationClient = self.client("cloudformation")
+        return client
 
 
-def consumers_in(outputs: dict[str, str]) -> list[str]:
+def consumers_in(outputs: Mapping[str, str]) -> list[str]:
     """The consumer names a stack's outputs declare: `Orders` for `OrdersQueueUrl`."""
     return sorted(
         key[: -len(QUEUE_URL)]
@@ -90,7 +162,7 @@ def consumers_in(outputs: dict[str, str]) -> list[str]:
     )
 
 
-def consumer_output(outputs: dict[str, str], consumer: str, suffix: str, stack: str) -> str:
+def consumer_output(outputs: Mapping[str, str], consumer: str, suffix: str, stack: str) -> str:
     """The output `<Consumer><suffix>`, with the consumer named in any case (orders, Orders)."""
     wanted = f"{consumer}{suffix}".lower()
     for key, value in outputs.items():
@@ -113,6 +185,23 @@ def stack_outputs(cloudformation: CloudFormationClient, stack: str) -> dict[str,
         for out in stacks[0].get("Outputs", [])
         if "OutputKey" in out and "OutputValue" in out
     }
+
+
+def stack_table(
+    target: AwsTarget, stack: str, output: str, table: str | None = None
+) -> tuple[str, Endpoint]:
+    """A table named by the stack's `output` (or given), and the DynamoDB endpoint it lives at.
+
+    The stack's outputs also carry the local stack's real DynamoDB endpoint; a table given by
+    name skips the stack, so only AWS_ENDPOINT_URL_DYNAMODB or --endpoint-url can move it.
+    """
+    if table:
+        return table, target.endpoint("dynamodb")
+    outputs = stack_outputs(target.cloudformation(), stack)
+    name = outputs.get(output)
+    if not name:
+        raise TargetError(f"stack {stack!r} has no {output} output; pass --table")
+    return name, target.endpoint("dynamodb", outputs)
 
 
 def resolve_queue_url(

@@ -36,10 +36,10 @@ FAULTS = """\
 
 * **duplicate delivery**: a share of the sends repeat an earlier body verbatim (new message
   id, same `orderId`); half follow closely, so both copies are in flight together.
-* **worker crash**: on a message's first delivery the business function `SIGKILL`s its own
-  worker process at a planned point: after acquire and before the effect, after the effect
-  and before completion, or after completion and before the SQS delete. The supervisor
-  restarts the worker.
+* **worker crash**: the first time a message reaches its planned point (on whichever delivery),
+  the business function `SIGKILL`s its own worker process there: after acquire and before the
+  effect, after the effect and before completion, or after completion and before the SQS
+  delete. The supervisor restarts the worker.
 * **zombie**: the worker `SIGSTOP`s itself mid-record (before or after the effect); the
   supervisor sends `SIGCONT` only after the queue's visibility timeout plus 3 s, so the message
   has been redelivered and taken over while it was frozen. Every record of its batch freezes

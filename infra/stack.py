@@ -30,6 +30,7 @@ from exactly_once_cdk import (
     StuckLockMonitor,
 )
 from exactly_once_cdk.functions import ASSET_EXCLUDES, retention
+from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT, LOCAL_DYNAMODB_ENDPOINT
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import Settings, resolve
 
@@ -97,6 +98,11 @@ class ExactlyOnceStack(Stack):
         )
         CfnOutput(self, "LockMonitorFunctionName", value=self.lock_monitor.function.function_name)
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
+        # Only the local stack (local_aws.local_stack) sets this: its tables live in DynamoDB
+        # Local, apart from moto, and the CLI finds them through this output.
+        local_dynamodb = self.node.try_get_context(LOCAL_DYNAMODB_CONTEXT)
+        if local_dynamodb:
+            CfnOutput(self, LOCAL_DYNAMODB_ENDPOINT, value=str(local_dynamodb))
 
     def _consumer(self, spec: ConsumerSpec, options: FunctionOptions) -> IdempotentConsumer:
         config = resolve(spec, self.settings)

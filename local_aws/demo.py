@@ -114,11 +114,21 @@ class LedgerCheck:
         return not self.double_effects and not self.missing and not self.unexpected
 
 
-def check_ledger(ddb: DynamoDBClient, table: str, expected: set[str]) -> LedgerCheck:
+def run_keys(run_id: str) -> str:
+    """The text every business key of one run carries (`o-<run>-3`, `p-<run>-0`, `bad-<run>-1`)."""
+    return f"-{run_id}-"
+
+
+def check_ledger(
+    ddb: DynamoDBClient, table: str, expected: set[str], run_id: str | None = None
+) -> LedgerCheck:
+    """Count ledger entries per key; with `run_id`, only that run's keys (a stack that stays
+    up also holds other runs' and hand-sent messages' entries)."""
     counts: Counter[str] = Counter()
     paginator = ddb.get_paginator("scan")
     for page in paginator.paginate(TableName=table, ProjectionExpression="pk"):
-        counts.update(item["pk"]["S"] for item in page.get("Items", []))
+        keys = (item["pk"]["S"] for item in page.get("Items", []))
+        counts.update(k for k in keys if run_id is None or run_keys(run_id) in k)
     return LedgerCheck(
         expected=len(expected),
         executed_once=sum(1 for key in expected if counts[key] == 1),

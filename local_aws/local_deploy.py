@@ -8,11 +8,13 @@ function (the local poller does). `--method=direct` because moto's change sets c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,20 +101,36 @@ def deploy(
             f"--outputs-file={outputs_file}",
             *_context_args(merged),
         ]
-        result = subprocess.run(
-            cmd,
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
+        result = run_in_own_group(cmd, env=env, timeout_s=timeout_s)
         if result.returncode != 0:
             tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
             raise DeployError(f"cdk deploy failed ({result.returncode}):\n{tail}")
         outputs: dict[str, dict[str, str]] = json.loads(outputs_file.read_text())
     return dict(outputs[stack_name])
+
+
+def run_in_own_group(
+    cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """Run a command in a process group of its own; if this process is interrupted (Ctrl-C,
+    SIGTERM, a timeout), end the whole group: the CDK CLI runs the app as a child of its own."""
+    proc = subprocess.Popen(
+        list(cmd),
+        cwd=ROOT,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def main() -> None:

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT
 from infra.consumers import CONSUMERS, ConsumerSpec
+from infra.settings import DEFAULT_STACK_NAME
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.lifecycle import Lifecycle
 from local_aws.local_deploy import deploy
@@ -64,7 +66,10 @@ class LocalStack(Lifecycle):
         self.moto.start()
         self.dynamodb.start()
         try:
-            self.outputs = deploy(self.moto.endpoint, {**LOCAL_CONTEXT, **self.context})
+            # The tables live in DynamoDB Local, not in moto: the stack says where, so a CLI
+            # reading its outputs never answers from moto's empty copies.
+            context = {LOCAL_DYNAMODB_CONTEXT: self.dynamodb.endpoint, **self.context}
+            self.outputs = deploy(self.moto.endpoint, {**LOCAL_CONTEXT, **context})
             for name in (self.outputs["IdempotencyTableName"], self.outputs["LedgerTableName"]):
                 mirror_table(self.client("dynamodb", via_moto=True), self.client("dynamodb"), name)
         except BaseException:
@@ -75,6 +80,10 @@ class LocalStack(Lifecycle):
     def stop(self) -> None:
         self.dynamodb.stop()
         self.moto.stop()
+
+    @property
+    def stack_name(self) -> str:
+        return str(self.context.get("stackName", DEFAULT_STACK_NAME))
 
     @property
     def aws_environment(self) -> dict[str, str]:
@@ -135,6 +144,7 @@ def discover_bindings(
                 ]["QueueArn"],
                 batch_size=int(mapping.get("BatchSize", 10)),
                 batching_window_s=int(mapping.get("MaximumBatchingWindowInSeconds", 0)),
+                consumer=spec.id,
             )
         )
     return bindings

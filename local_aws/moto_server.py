@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO
 
 from local_aws.lifecycle import ChildServer
 from local_aws.ports import free_port
@@ -41,9 +42,10 @@ def aws_env(endpoint_url: str) -> dict[str, str]:
 class MotoServer(ChildServer):
     """A `moto_server` process on 127.0.0.1:<free port>, reached as http://localhost:<port>."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, log_path: Path | None = None) -> None:
         self.port = port or free_port()
-        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self.log_path = log_path  # None: a temporary file, gone when the server stops
+        self._log: IO[bytes] | None = None
 
     @property
     def endpoint(self) -> str:
@@ -65,7 +67,11 @@ class MotoServer(ChildServer):
             str(self.port),
         ]
         # Its request log goes to a file that `log_tail` can show when something fails.
-        self._log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log")  # noqa: SIM115
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = self.log_path.open("wb")
+        else:
+            self._log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log")  # noqa: SIM115
         root = Path(__file__).resolve().parents[1]  # so `-m local_aws.moto_entry` resolves anywhere
         self._spawn(cmd, self.port, timeout_s, stdout=self._log, stderr=subprocess.STDOUT, cwd=root)
         return self
@@ -73,7 +79,7 @@ class MotoServer(ChildServer):
     def log_tail(self, lines: int = 40) -> str:
         if self._log is None:
             return ""
-        text = Path(self._log.name).read_text(errors="replace")
+        text = Path(str(self._log.name)).read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:

@@ -15,16 +15,18 @@ import base64
 import hashlib
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
+from local_aws.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Event as EventType
@@ -32,6 +34,22 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 POLL_WAIT_S = 1  # short long-polls, so workers notice a stop request quickly
+
+
+class StopFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class StopOrOrphaned:
+    """Set once the poller asks its workers to stop, or once the poller itself is gone
+    (killed outright, so nobody would ever ask): a worker must not outlive its poller."""
+
+    def __init__(self, stop: StopFlag, parent: int) -> None:
+        self._stop = stop
+        self._parent = parent
+
+    def is_set(self) -> bool:
+        return self._stop.is_set() or os.getppid() != self._parent
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,16 @@ class FunctionBinding:
     queue_arn: str
     batch_size: int = 10
     batching_window_s: int = 0
+    consumer: str = ""  # the stack's consumer id (Orders); the function name when not known
+
+    @property
+    def label(self) -> str:
+        return self.consumer or self.function_name
+
+
+def describe_bindings(bindings: Iterable[FunctionBinding]) -> str:
+    """One phrase per function for start-up lines: "Orders: batch 10, timeout 3s; ..."."""
+    return "; ".join(f"{b.label}: batch {b.batch_size}, timeout {b.timeout_s}s" for b in bindings)
 
 
 @dataclass
@@ -92,7 +120,7 @@ def to_lambda_record(message: Mapping[str, Any], queue_arn: str, region: str) ->
 
 
 def receive_batch(
-    sqs: SQSClient, binding: FunctionBinding, stop: EventType | None = None
+    sqs: SQSClient, binding: FunctionBinding, stop: StopFlag | None = None
 ) -> list[dict[str, Any]]:
     """Gather up to batch_size messages, waiting at most the batching window once one arrived."""
     messages: list[dict[str, Any]] = []
@@ -208,8 +236,15 @@ def worker_main(
     stop: EventType,
     reports: mp.Queue[BatchStats],
     log_path: str | None = None,
+    parent: int | None = None,
 ) -> None:
-    """A worker process: the function's environment, its handler, and the poll loop."""
+    """A worker process: the function's environment, its handler, and the poll loop.
+
+    Ctrl-C in a terminal reaches the whole process group; the worker leaves stopping to its
+    parent (which sets `stop`), and stops by itself if that parent is gone.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stopping = StopOrOrphaned(stop, os.getppid() if parent is None else parent)
     if log_path:
         redirect_output(log_path)
     os.environ.update(aws_environment)
@@ -221,9 +256,9 @@ def worker_main(
     handler = load_handler(binding.source_dir, binding.handler)
     sqs = boto3.client("sqs")
     region = sqs.meta.region_name
-    while not stop.is_set():
+    while not stopping.is_set():
         try:
-            messages = receive_batch(sqs, binding, stop)
+            messages = receive_batch(sqs, binding, stopping)
             if messages:
                 reports.put(invoke_once(sqs, binding, handler, messages, region))
         except Exception:  # keep polling, as Lambda's poller does after errors
@@ -231,8 +266,11 @@ def worker_main(
             time.sleep(0.5)
 
 
-class Poller:
-    """Runs `workers` processes per function until stopped; collects their batch stats."""
+class Poller(Lifecycle):
+    """Runs `workers` processes per function until stopped; counts their outcomes per consumer.
+
+    `with Poller(...) as poller:` stops the workers however the block ends.
+    """
 
     def __init__(
         self,
@@ -250,32 +288,56 @@ class Poller:
         self._stop = self._ctx.Event()
         self._reports: mp.Queue[BatchStats] = self._ctx.Queue()
         self.processes: list[mp.process.BaseProcess] = []
-        self.stats: list[BatchStats] = []
+        self._labels = {b.function_name: b.label for b in bindings}
+        self._totals: dict[str, Counter[str]] = {b.label: Counter() for b in bindings}
 
-    def start(self) -> Poller:
-        for binding in self.bindings:
-            for n in range(self.workers):
-                log = (
-                    str(self.log_dir / f"{binding.function_name}-{n}.log") if self.log_dir else None
-                )
-                proc = self._ctx.Process(
-                    target=worker_main,
-                    args=(binding, self.aws_environment, self._stop, self._reports, log),
-                    daemon=True,
-                )
-                proc.start()
-                self.processes.append(proc)
+    def start(self) -> Self:
+        try:
+            for binding in self.bindings:
+                for n in range(self.workers):
+                    log = (
+                        str(self.log_dir / f"{binding.function_name}-{n}.log")
+                        if self.log_dir
+                        else None
+                    )
+                    proc = self._ctx.Process(
+                        target=worker_main,
+                        args=(
+                            binding,
+                            self.aws_environment,
+                            self._stop,
+                            self._reports,
+                            log,
+                            os.getpid(),
+                        ),
+                        daemon=True,
+                    )
+                    proc.start()
+                    self.processes.append(proc)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
-    def collect(self) -> list[BatchStats]:
-        """Drain the stats reported so far."""
+    def collect(self) -> None:
+        """Fold the batch stats reported so far into the totals."""
         while True:
             try:
-                self.stats.append(self._reports.get_nowait())
+                stats = self._reports.get_nowait()
             except Exception:
-                return self.stats
+                return
+            total = self._totals.setdefault(
+                self._labels.get(stats.function_name, stats.function_name), Counter()
+            )
+            total.update(stats.outcomes)
+            total["received"] += stats.received
+            total["deleted"] += stats.deleted
+            total["delete_failures"] += stats.delete_failures
+            total["handler_crashes"] += stats.handler_crashes
+            total["takeovers"] += stats.takeovers
 
     def stop(self, timeout_s: float = 15.0) -> None:
+        """Ask every worker to stop, kill those that do not within the timeout; idempotent."""
         self._stop.set()
         deadline = time.monotonic() + timeout_s
         for proc in self.processes:
@@ -285,16 +347,16 @@ class Poller:
                 proc.join()
         self.collect()
 
+    def totals_by_consumer(self) -> dict[str, Counter[str]]:
+        """Outcome counts and the poller's own counters, per consumer."""
+        self.collect()
+        return {label: Counter(total) for label, total in self._totals.items()}
+
     def totals(self) -> Counter[str]:
-        """Outcome counts over all batches, plus the poller's own counters."""
+        """Outcome counts over all consumers, plus the poller's own counters."""
         total: Counter[str] = Counter()
-        for s in self.collect():
-            total.update(s.outcomes)
-            total["received"] += s.received
-            total["deleted"] += s.deleted
-            total["delete_failures"] += s.delete_failures
-            total["handler_crashes"] += s.handler_crashes
-            total["takeovers"] += s.takeovers
+        for counts in self.totals_by_consumer().values():
+            total.update(counts)
         return total
 
 

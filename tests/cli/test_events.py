@@ -207,3 +207,21 @@ def test_event_samples_command_writes_the_committed_files(cli: Invoke, tmp_path:
         assert (tmp_path / name).read_text(encoding="utf-8") == (EVENTS / name).read_text(
             encoding="utf-8"
         )
+
+
+def test_sample_keys_do_not_collide_across_files() -> None:
+    """Invoked in any order, no sample reuses a key for another payload (the layer would
+    dead-letter it as a FingerprintMismatch); a repeat within a file is a deliberate duplicate:
+    the same body again.
+    """
+    first_file: dict[str, str] = {}
+    for name, event in sample_events().items():
+        bodies: dict[str, str] = {}
+        for record in event["Records"]:
+            try:
+                body = json.loads(record["body"])
+            except json.JSONDecodeError:
+                continue  # the poison sample has no key
+            key = body.get("orderId") or body["paymentId"]
+            assert bodies.setdefault(key, record["body"]) == record["body"], (name, key)
+            assert first_file.setdefault(key, name) == name, (key, first_file[key], name)

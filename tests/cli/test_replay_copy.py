@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import base64
+import errno
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from botocore.exceptions import EndpointConnectionError
 
-from exactly_once_ops.replay import Pacer, replay_dedup_id, replay_message
+from exactly_once_ops.replay import BackupFile, Pacer, replay_dedup_id, replay_message
 from exactly_once_ops.send import batch_entry
 from tests.cli.support import Invoke, QueuePair, counts, drain, inject_failures
 
@@ -318,3 +321,207 @@ def test_replayed_entry_keeps_trace_header_and_falls_back_to_the_message_id() ->
     standard = batch_entry("0", replay_message(received, fifo_destination=False))
     assert "MessageGroupId" not in standard
     assert "MessageDeduplicationId" not in standard
+
+
+def test_dry_run_words_every_count_as_hypothetical(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair
+) -> None:
+    for i in range(4):
+        dead_letter(sqs, orders.dlq, order(f"o-{i}"))
+    dead_letter(sqs, orders.dlq, "not json", layer_marks("NonJsonBody"))
+    result = cli(
+        "replay", "copy", "--dlq-url", orders.dlq, "--match-body", "orderId", "--dry-run", *FAST
+    )
+    assert result.exit_code == 0, result.output
+    assert "moved" not in result.output
+    header = next(line for line in result.output.splitlines() if "would delete from DLQ" in line)
+    assert [cell.strip() for cell in header.strip("┃ ").split("┃")] == [
+        "would move",
+        "would delete from DLQ",
+        "not matching",
+        "left in DLQ",
+    ]
+    kept = cli("replay", "copy", "--dlq-url", orders.dlq, "--keep", "--dry-run", *FAST)
+    assert "would copy 5 message(s)" in kept.output
+    assert counts(sqs, orders.dlq) == (5, 0)
+
+
+def test_progress_shows_rate_and_eta(cli: Invoke, sqs: SQSClient, orders: QueuePair) -> None:
+    for i in range(25):
+        dead_letter(sqs, orders.dlq, order(f"o-{i}"))
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, *FAST)
+    assert result.exit_code == 0, result.output
+    bar = next(line for line in result.output.splitlines() if "25/25" in line)
+    assert re.search(r"25/25 .* msg/s .*eta \S+", bar), bar
+
+
+def test_bad_backup_path_fails_before_the_dlq_is_touched(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair, tmp_path: Path
+) -> None:
+    dead_letter(sqs, orders.dlq, order("o-1"))
+    missing = tmp_path / "no-such-dir" / "moved.jsonl"
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, "--backup", str(missing), *FAST)
+    assert result.exit_code == 2
+    assert result.output == f"error: --backup {missing}: No such file or directory\n"
+    assert counts(sqs, orders.source) == (0, 0)
+    (untouched,) = drain(sqs, orders.dlq)
+    assert untouched["Attributes"]["ApproximateReceiveCount"] == "1"  # this drain only
+
+
+def test_each_backup_line_is_on_disk_before_its_message_is_deleted(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair, sqs_hooks: Hooks, tmp_path: Path
+) -> None:
+    for i in range(25):
+        dead_letter(sqs, orders.dlq, order(f"o-{i}"))
+    backup = tmp_path / "moved.jsonl"
+    deletes: list[tuple[int, int]] = []  # (lines on disk, entries to delete) per call
+
+    def check(params: dict[str, Any], **_: Any) -> None:
+        deletes.append(
+            (len(backup.read_text(encoding="utf-8").splitlines()), len(params["Entries"]))
+        )
+
+    sqs_hooks(
+        lambda client: client.meta.events.register(
+            "before-parameter-build.sqs.DeleteMessageBatch", check
+        )
+    )
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, "--backup", str(backup), *FAST)
+    assert result.exit_code == 0, result.output
+    deleted = 0
+    for lines, entries in deletes:
+        deleted += entries
+        assert lines >= deleted
+    assert deleted == 25
+
+
+def test_backup_failure_after_moves_keeps_unbacked_messages_and_says_how_far_it_got(
+    cli: Invoke,
+    sqs: SQSClient,
+    orders: QueuePair,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for i in range(25):
+        dead_letter(sqs, orders.dlq, order(f"o-{i}"))
+    backup = tmp_path / "moved.jsonl"
+    write = BackupFile.write
+    written: list[int] = []
+
+    def disk_fills_up(self: BackupFile, record: dict[str, Any]) -> None:
+        if len(written) == 12:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        write(self, record)
+        written.append(1)
+
+    monkeypatch.setattr(BackupFile, "write", disk_fills_up)
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, "--backup", str(backup), *FAST)
+    assert result.exit_code == 1
+    # The 2nd batch of 10 was sent; only its 2 backed-up messages left the DLQ.
+    assert result.output.splitlines()[-1] == (
+        f"error: {backup}: No space left on device; so far moved 20 message(s) "
+        "(12 deleted from the DLQ), 13 left in the DLQ"
+    )
+    assert len(backup.read_text(encoding="utf-8").splitlines()) == 12
+    assert len(drain(sqs, orders.source)) == 20
+    assert counts(sqs, orders.dlq) == (13, 0)  # visible again, not waiting out the timeout
+
+
+def test_a_full_disk_is_found_at_the_first_line(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair
+) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    for i in range(3):
+        dead_letter(sqs, orders.dlq, order(f"o-{i}"))
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, "--backup", "/dev/full", *FAST)
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "error: /dev/full: No space left on device; so far moved 3 message(s) "
+        "(0 deleted from the DLQ), 3 left in the DLQ"
+    )
+    assert counts(sqs, orders.dlq) == (3, 0)
+
+
+def test_an_aws_error_after_moves_says_how_far_it_got(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair, sqs_hooks: Hooks
+) -> None:
+    for i in range(25):
+        dead_letter(sqs, orders.dlq, order(f"o-{i}"))
+    receives = iter(range(100))
+
+    def third_receive_fails(**_: Any) -> None:
+        if next(receives) == 2:
+            raise EndpointConnectionError(endpoint_url="http://dlq.invalid")
+
+    sqs_hooks(
+        lambda client: client.meta.events.register(
+            "before-call.sqs.ReceiveMessage", third_receive_fails
+        )
+    )
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, *FAST)
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()[-1:]
+    assert line.startswith('error: Could not connect to the endpoint URL: "http://dlq.invalid"')
+    assert line.endswith(
+        "; so far moved 20 message(s) (20 deleted from the DLQ), 5 left in the DLQ"
+    )
+
+
+def test_ctrl_c_says_how_many_moved(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair, sqs_hooks: Hooks
+) -> None:
+    for i in range(25):
+        dead_letter(sqs, orders.dlq, order(f"o-{i}"))
+    sends = iter(range(100))
+
+    def ctrl_c_at_third_send(**_: Any) -> None:
+        if next(sends) == 2:
+            raise KeyboardInterrupt
+
+    sqs_hooks(
+        lambda client: client.meta.events.register(
+            "before-call.sqs.SendMessageBatch", ctrl_c_at_third_send
+        )
+    )
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, *FAST)
+    assert result.exit_code == 130
+    assert result.output.splitlines()[-1] == (
+        "interrupted: moved 20 message(s) (20 deleted from the DLQ), 5 left in the DLQ"
+    )
+    assert len(drain(sqs, orders.source)) == 20
+    assert counts(sqs, orders.dlq) == (5, 0)  # the unsent batch is visible again
+
+
+def test_a_replay_ends_although_what_it_moved_keeps_failing_back_into_the_dlq(
+    cli: Invoke,
+    sqs: SQSClient,
+    orders: QueuePair,
+    sqs_hooks: Callable[[Callable[[SQSClient], None]], None],
+) -> None:
+    """With the consumers polling, a replayed poison message is dead-lettered again at once:
+    by the layer (a new message naming the replayed one in `eo-original-message-id`). The
+    replay must not take it again, or a run without --limit never ends."""
+
+    def consumers_fail_again(client: SQSClient) -> None:
+        def dead_letter_again(parsed: dict[str, Any], **_: Any) -> None:
+            for entry in parsed.get("Successful", []):
+                marks = layer_marks("NonJsonBody")
+                marks["eo-original-message-id"] = {
+                    "DataType": "String",
+                    "StringValue": entry["MessageId"],
+                }
+                dead_letter(sqs, orders.dlq, "still not json", marks)
+
+        client.meta.events.register("after-call.sqs.SendMessageBatch", dead_letter_again)
+
+    sqs_hooks(consumers_fail_again)
+    for _ in range(3):
+        dead_letter(sqs, orders.dlq, "still not json", layer_marks("NonJsonBody"))
+
+    result = cli("replay", "copy", "--dlq-url", orders.dlq, "--queue-url", orders.source, *FAST)
+
+    assert result.exit_code == 0, result.output
+    assert "came back failed" in result.output
+    assert len(drain(sqs, orders.source)) == 3  # each original moved once, none twice
+    assert counts(sqs, orders.dlq) == (3, 0)  # the three that came back wait for a person

@@ -1,18 +1,21 @@
-"""`replay native|list|cancel`: message-move tasks via botocore's Stubber (moto lacks them)."""
+"""`replay native|list|cancel`: message-move tasks via botocore's Stubber; moto lacks them."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from moto.server import ThreadedMotoServer
 
-from exactly_once_ops.move_tasks import MoveTask, find_task
+from exactly_once_ops.move_tasks import MoveTask, find_task, is_unsupported
 from exactly_once_ops.targets import AwsTarget
-from tests.cli.support import REGION, Invoke
+from tests.cli.support import REGION, Invoke, QueuePair
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -161,3 +164,89 @@ def test_find_task_ignores_older_finished_tasks() -> None:
     old = MoveTask(status="COMPLETED", source_arn=DLQ_ARN, moved=9, started_ms=1_000_000)
     assert find_task([old, mine], HANDLE, started_after_ms=2_000_000) == mine
     assert find_task([old], HANDLE, started_after_ms=2_000_000) is None
+
+
+@pytest.fixture
+def moto_server() -> Iterator[str]:
+    """moto in server mode, as the local stack runs it: it answers with an HTML 500 page."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+UNSUPPORTED = (
+    "does not support message-move tasks ({}); a local emulator such as the local stack's moto "
+    "lacks them. Use `eonce replay copy` instead"
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "operation"),
+    [
+        (["native"], "StartMessageMoveTask"),
+        (["list"], "ListMessageMoveTasks"),
+    ],
+)
+def test_moto_server_is_reported_as_unsupported_not_as_html(
+    cli: Invoke, moto_server: str, command: list[str], operation: str
+) -> None:
+    client = boto3.client("sqs", region_name=REGION, endpoint_url=moto_server)
+    dlq = client.create_queue(QueueName="orders-queue-dlq")["QueueUrl"]
+    result = cli("--endpoint-url", moto_server, "replay", *command, "--dlq-url", dlq)
+    assert result.exit_code == 1
+    assert result.output == (f"error: the endpoint {moto_server} {UNSUPPORTED.format(operation)}\n")
+
+
+def test_in_process_moto_is_reported_as_unsupported(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair
+) -> None:
+    result = cli("replay", "native", "--dlq-url", orders.dlq, "--queue-url", orders.source)
+    assert result.exit_code == 1
+    assert result.output == f"error: SQS here {UNSUPPORTED.format('StartMessageMoveTask')}\n"
+    cancelled = cli("replay", "cancel", HANDLE)
+    assert cancelled.output == f"error: SQS here {UNSUPPORTED.format('CancelMessageMoveTask')}\n"
+
+
+def client_error(status: int, code: str, message: str, content_type: str) -> ClientError:
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {
+                "RequestId": "r",
+                "HostId": "h",
+                "HTTPStatusCode": status,
+                "HTTPHeaders": {"content-type": content_type},
+                "RetryAttempts": 0,
+            },
+        },
+        "StartMessageMoveTask",
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "unsupported"),
+    [
+        (client_error(500, "500", "<!doctype html>\n<title>500</title>", "text/html"), True),
+        (client_error(400, "InvalidAction", "no such action", "text/xml"), True),
+        (client_error(501, "InternalFailure", "not yet implemented", "application/json"), True),
+        (client_error(500, "InternalError", "try again", "text/xml"), False),  # a real outage
+        (client_error(502, "502", "<html>Bad Gateway</html>", "text/html"), False),  # a proxy
+        (client_error(400, "AccessDenied", "no", "text/xml"), False),
+    ],
+)
+def test_what_counts_as_unsupported(error: ClientError, unsupported: bool) -> None:
+    assert is_unsupported(error) is unsupported
+
+
+def test_wait_shows_rate_and_eta(cli: Invoke, stub: Stubber) -> None:
+    now_ms = int(time.time() * 1000)
+    expect_arn(stub, DLQ_URL, DLQ_ARN)
+    stub.add_response("start_message_move_task", {"TaskHandle": HANDLE}, {"SourceArn": DLQ_ARN})
+    expect_list(stub, task("RUNNING", 4, now_ms, TaskHandle=HANDLE))
+    expect_list(stub, task("COMPLETED", 10, now_ms))
+    result = cli("replay", "native", "--dlq-url", DLQ_URL, "--wait", "--poll-interval", "0")
+    assert result.exit_code == 0, result.output
+    bar = next(line for line in result.output.splitlines() if line.startswith("moving"))
+    assert re.search(r"10/10 .* msg/s .*eta \S+", bar), bar

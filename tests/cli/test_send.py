@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import signal
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -294,3 +297,104 @@ def test_rejected_batch_fails_each_of_its_entries() -> None:
     assert report.sent == 1
     assert [f.id for f in report.failed] == [str(i) for i in range(10)]
     assert {f.code for f in report.failed} == {"AWS.SimpleQueueService.BatchRequestTooLong"}
+
+
+def test_send_names_the_queue_and_the_generated_key_prefix(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair
+) -> None:
+    result = cli("send", "--queue-url", orders.source, "--count", "3")
+    assert result.exit_code == 0, result.output
+    match = re.search(r"sending 3 message\(s\) to (\S+) \(key prefix (\S+)\)", result.stderr)
+    assert match is not None, result.output
+    assert match.group(1) == orders.source
+    prefix = match.group(2)
+    assert f"key prefix │ {prefix}" in result.stdout
+    assert orders.source in result.stdout
+    ids = {json.loads(b)["orderId"] for b in bodies_of(sqs, orders.source)}
+    assert ids == {f"{prefix}{i}" for i in range(3)}
+
+
+def test_ids_out_writes_one_json_line_per_sent_message(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair, tmp_path: Path
+) -> None:
+    out = tmp_path / "ids.jsonl"
+    result = cli(
+        "send",
+        "--queue-url",
+        orders.source,
+        "--count",
+        "25",
+        "--key-prefix",
+        "i-",
+        "--ids-out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [line["index"] for line in lines] == list(range(25))
+    received = {m["MessageId"]: m["Body"] for m in drain(sqs, orders.source)}
+    assert {line["messageId"]: line["body"] for line in lines} == received
+    assert json.loads(lines[7]["body"])["orderId"] == "i-7"
+
+
+def test_ids_out_that_cannot_be_written_sends_nothing(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair
+) -> None:
+    result = cli(
+        "send", "--queue-url", orders.source, "--body", "{}", "--ids-out", "/nonexistent/d/ids"
+    )
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: /nonexistent/d/ids: No such file or directory"
+    assert bodies_of(sqs, orders.source) == []
+
+
+def test_progress_shows_rate_and_eta(cli: Invoke, orders: QueuePair) -> None:
+    result = cli("send", "--queue-url", orders.source, "--count", "30")
+    assert result.exit_code == 0, result.output
+    (bar,) = [line for line in result.stderr.splitlines() if "30/30" in line]
+    assert re.search(r"[\d,]+ msg/s .*eta \d+:\d\d:\d\d", bar), bar
+
+
+def test_ctrl_c_says_how_many_were_sent(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair, sqs_hooks: Hooks, tmp_path: Path
+) -> None:
+    """Ctrl-C (SIGINT to the main thread) during the third batch: no new batch starts, the
+    ones in flight finish, and the count said is the count on the queue.
+    """
+    calls = 0
+
+    def interrupt_on_third_batch(**_: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    sqs_hooks(
+        lambda client: client.meta.events.register(
+            "before-call.sqs.SendMessageBatch", interrupt_on_third_batch
+        )
+    )
+    out = tmp_path / "ids.jsonl"
+    result = cli(
+        "send",
+        "--queue-url",
+        orders.source,
+        "--count",
+        "200",
+        "--concurrency",
+        "1",
+        "--ids-out",
+        str(out),
+    )
+    assert result.exit_code == 130, result.output
+    match = re.fullmatch(
+        r"interrupted: (\d+) of 200 message\(s\) sent; their ids are in (.+)",
+        result.stderr.strip().splitlines()[-1],
+    )
+    assert match is not None, result.output
+    sent = int(match.group(1))
+    on_queue = drain(sqs, orders.source)
+    assert 30 <= sent < 200
+    assert sent == len(on_queue)
+    written = [json.loads(line)["messageId"] for line in out.read_text().splitlines()]
+    assert sorted(written) == sorted(m["MessageId"] for m in on_queue)

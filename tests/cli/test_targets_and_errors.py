@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from exactly_once_ops.targets import TargetError, consumer_output, consumers_in
+from exactly_once_ops.targets import AwsTarget, TargetError, consumer_output, consumers_in
 from local_aws.ports import free_port
 from tests.cli.support import Invoke, counts, drain
 
@@ -196,3 +197,55 @@ def test_name_value_options_reject_pairs_without_a_name(
     line = one_line(result.output)
     assert message in line
     assert line.endswith("expected NAME=VALUE")
+
+
+@pytest.mark.parametrize(
+    ("options", "env", "expected"),
+    [
+        (["--region", "eu-west-2"], {"AWS_REGION": "eu-west-1"}, "eu-west-2"),
+        ([], {"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "us-west-2"}, "eu-west-1"),
+        ([], {"AWS_DEFAULT_REGION": "us-west-2"}, "us-west-2"),
+        (["--profile", "mumbai"], {"AWS_DEFAULT_REGION": "us-west-2"}, "us-west-2"),
+        (["--profile", "mumbai"], {}, "ap-south-1"),
+        ([], {}, "us-east-1"),
+    ],
+)
+def test_one_region_rule(
+    cli: Invoke,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    options: list[str],
+    env: dict[str, str],
+    expected: str,
+) -> None:
+    """--region, else AWS_REGION, else AWS_DEFAULT_REGION, else the profile's, else us-east-1:
+    for the CLI's clients and for what it writes (an event's awsRegion).
+    """
+    config = tmp_path / "config"
+    config.write_text("[profile mumbai]\nregion = ap-south-1\n", encoding="utf-8")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = cli(*options, "event", "--body", "{}")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["Records"][0]["awsRegion"] == expected
+
+    profile = "mumbai" if "--profile" in options else None
+    region = options[1] if "--region" in options else None
+    target = AwsTarget(profile=profile, region=region)
+    assert target.region_name == expected
+    assert target.sqs().meta.region_name == expected
+
+
+def test_an_unreachable_service_endpoint_names_its_variable(
+    cli: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", dead)
+    result = cli("send", "--queue-url", f"{dead}/000000000000/q", "--body", "{}")
+    assert result.exit_code == 1
+    assert one_line(result.output) == (
+        f'error: Could not connect to the endpoint URL: "{dead}/" '
+        "(is the endpoint up? check AWS_ENDPOINT_URL_SQS)"
+    )

@@ -5,20 +5,20 @@ One stack per module (the deploy costs ~15 s); the CLI commands run against it t
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
 from exactly_once import ErrorInfo, IdempotencyStore
 from exactly_once_cli.app import app
-from exactly_once_cli.run import run_demo
 from local_aws.demo import Workload
+from local_aws.demo_report import build_report
+from local_aws.demo_workload import send_workload
 from local_aws.local_stack import LocalStack
+from local_aws.poller import Poller, wait_until_drained
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,23 +30,38 @@ def stack() -> Iterator[LocalStack]:
 
 
 def test_200_messages_with_duplicates_and_poison_take_effect_exactly_once(
-    stack: LocalStack,
+    stack: LocalStack, tmp_path: Path
 ) -> None:
     workload = Workload(
         orders=200, payments=20, duplicate_ratio=0.3, poison=1, transient_ratio=0.0, work_ms=5
     )
-    out = io.StringIO()
-    report = run_demo(workload, workers=2, timeout_s=180, console=Console(file=out), stack=stack)
+    sqs = stack.sqs()
+    with Poller(stack.bindings(), stack.aws_environment, workers=2, log_dir=tmp_path) as poller:
+        sent = send_workload(sqs, stack.outputs, workload)
+        urls = [stack.outputs[f"{name}QueueUrl"] for name in sent.sent]
+        drained = wait_until_drained(sqs, urls, timeout_s=180)
+        poller.stop()
+        report = build_report(
+            sqs,
+            stack.ddb(),
+            stack.outputs,
+            sent,
+            totals=poller.totals(),
+            drained=drained,
+            elapsed_s=0,
+        )
 
-    assert report.drained, out.getvalue()
+    assert report.drained
     assert report.sent == {"Orders": 200, "Payments": 20}
     assert report.ledger.expected == 200 - 60 - 1 + 20 - 6 - 1
     assert report.ledger.double_effects == {}
     assert report.ledger.missing == set()
     assert report.ledger.executed_once == report.ledger.expected
     assert report.dead_letters == {"Orders": {"NonJsonBody": 1}, "Payments": {"PermanentError": 1}}
+    assert report.totals is not None
     assert report.totals["processed"] == report.ledger.expected
     assert report.totals.get("handler_crashes", 0) == 0
+    assert stack.outputs["LocalDynamoDbEndpoint"] == stack.dynamodb.endpoint
 
 
 def cli(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, *args: str) -> str:

@@ -34,7 +34,7 @@ from tests.packaging.support import (
 HEAVY = ("aws_cdk", "constructs", "jsii", "cdk_nag", "typer", "rich")
 CLI_EXTRA = "exactly-once-sqs[cli]"
 # Commands that drive local_aws / fault_injection, which only a checkout has.
-CHECKOUT_ONLY = {"exactly_once_cli": {"run.py", "chaos.py"}}
+CHECKOUT_ONLY = {"exactly_once_cli": {"run.py", "chaos.py", "up.py", "down.py", "demo.py"}}
 
 
 @dataclass(frozen=True)
@@ -297,7 +297,7 @@ def test_eonce_with_the_cli_extra_runs_and_needs_no_cdk(cli_venv: Venv) -> None:
     assert found == {"typer": True, "rich": True, "aws_cdk": False, "local_aws": False}
 
 
-@pytest.mark.parametrize("args", [["run"], ["chaos", "--messages", "5"]])
+@pytest.mark.parametrize("args", [["run"], ["chaos", "--messages", "5"], ["up"], ["down"]])
 def test_installed_eonce_run_says_it_needs_a_checkout(cli_venv: Venv, args: list[str]) -> None:
     """`run` and `chaos` drive the embedded local AWS, which is not in the wheel: one line
     naming what they need, whatever options came with them, and exit 2."""

@@ -1,0 +1,106 @@
+"""`status`: per consumer, queue and DLQ depth, pending records and (local stack) what ran."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from exactly_once import IdempotencyStore
+from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
+from exactly_once_cli.common import CliError, StackOption, aws_target, stderr, stdout
+from exactly_once_ops.local_state import UpState, UpStats, default_paths, serving
+from exactly_once_ops.status import PENDING_CAP, StackStatus, stack_status
+from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, stack_outputs
+
+SINCE_START = ("processed", "duplicate", "permanent")
+"""Poller outcomes shown for the local stack: ran, suppressed as duplicate, dead-lettered."""
+
+
+def collect(target: AwsTarget, stack: str) -> tuple[StackStatus, UpState | None, UpStats | None]:
+    outputs = stack_outputs(target.cloudformation(), stack)
+    table = outputs.get(IDEMPOTENCY_TABLE)
+    if not table:
+        raise CliError(f"stack {stack!r} has no {IDEMPOTENCY_TABLE} output")
+    ddb = target.client("dynamodb", target.endpoint("dynamodb", outputs))
+    status = stack_status(
+        target.sqs(), target.client("lambda"), IdempotencyStore(table, client=ddb), outputs
+    )
+    local = serving(target.endpoint_url, stack)
+    return (status, *local) if local else (status, None, None)
+
+
+def as_json(status: StackStatus, state: UpState | None, stats: UpStats | None) -> dict[str, Any]:
+    consumers = []
+    for c in status.consumers:
+        entry: dict[str, Any] = asdict(c)
+        if stats is not None:
+            entry["since_start"] = {k: stats.count(c.consumer, k) for k in SINCE_START}
+        consumers.append(entry)
+    local = None
+    if state is not None:
+        local = {"pid": state.pid, "started_at": state.started_at}
+        local["stats_updated_at"] = stats.updated_at if stats else None
+    return {"consumers": consumers, "pending_capped": status.pending_capped, "local": local}
+
+
+def render(stack: str, status: StackStatus, state: UpState | None, stats: UpStats | None) -> Group:
+    """Queues and pending records per consumer; for the `up` stack, what ran since it started."""
+    now = Table(title=f"{stack}: queues and pending records")
+    for name in ("consumer", "visible", "in flight", "DLQ", "IN_PROGRESS", "FAILED"):
+        now.add_column(name, justify="left" if name == "consumer" else "right", no_wrap=True)
+    for c in status.consumers:
+        depths = (c.queue.visible, c.queue.in_flight, c.dead_letters.total)
+        now.add_row(c.consumer, *map(str, (*depths, c.in_progress, c.failed)))
+    parts: list[Table | Text] = [now]
+    if status.pending_capped:
+        parts.append(Text(f"more than {PENDING_CAP} pending records: the counts are a minimum"))
+    if state is not None and stats is not None:
+        since = Table(title=f"since `up` at {state.started_at} (pid {state.pid})")
+        for name in ("consumer", "processed", "duplicates", "dead-lettered"):
+            since.add_column(name, justify="left" if name == "consumer" else "right")
+        for c in status.consumers:
+            since.add_row(c.consumer, *(str(stats.count(c.consumer, k)) for k in SINCE_START))
+        parts.append(since)
+    return Group(*parts)
+
+
+def status_cmd(
+    ctx: typer.Context,
+    stack: StackOption = DEFAULT_STACK,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead.")] = False,
+    watch: Annotated[bool, typer.Option(help="Refresh until Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option(min=0.2, help="Seconds between refreshes.")] = 2.0,
+) -> None:
+    """Per consumer: queue, in-flight and DLQ depth, IN_PROGRESS/FAILED records, what ran since up.
+
+    What ran (processed, duplicates, dead-lettered since the stack came up) shows only for the
+    stack `eonce up` serves, whose poller counts it. Works against any stack built from the
+    constructs otherwise.
+    """
+    target = aws_target(ctx)
+    if target.endpoint_url is None and (paths := default_paths()) and paths.running():
+        stderr().print(
+            '[dim]note: a local stack is up but no endpoint is set; `eval "$(eonce env)"` '
+            "points this shell at it[/]"
+        )
+    if json_output:
+        typer.echo(json.dumps(as_json(*collect(target, stack)), indent=2))
+        return
+    if not watch:
+        stdout().print(render(stack, *collect(target, stack)))
+        return
+    with Live(render(stack, *collect(target, stack)), console=stdout()) as live:
+        try:
+            while True:
+                time.sleep(interval)
+                live.update(render(stack, *collect(target, stack)))
+        except KeyboardInterrupt:
+            return

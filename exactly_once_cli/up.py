@@ -1,0 +1,96 @@
+"""`up` (deploy the local stack and keep consuming in the background) and `env` (its variables)."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from exactly_once_cli.common import CliError, fail, stderr, stdout
+from exactly_once_ops.local_state import (
+    STATE_DIR_ENV,
+    AlreadyUp,
+    StatePaths,
+    UpState,
+    default_paths,
+)
+from exactly_once_ops.targets import DEFAULT_STACK, consumers_in
+from local_aws.launcher import StartFailed, start_background
+
+
+def state_paths() -> StatePaths:
+    paths = default_paths()
+    if paths is None:  # only without a checkout, where these commands are not registered
+        raise CliError(f"no state folder: set {STATE_DIR_ENV}")
+    return paths
+
+
+def export_lines(state: UpState) -> list[str]:
+    return [f"export {key}={shlex.quote(value)}" for key, value in state.environment.items()]
+
+
+def print_started(state: UpState, console: Console) -> None:
+    """Where the stack is and how another shell reaches it."""
+    consumers = ", ".join(name.lower() for name in consumers_in(state.outputs))
+    console.print(f"  stack        {escape(state.stack)}: {consumers}")
+    console.print(f"  moto         {state.endpoint_url}  (SQS, CloudFormation, Lambda, S3, SNS)")
+    console.print(f"  DynamoDB     {state.dynamodb_endpoint_url}  (DynamoDB Local)")
+    console.print(f"  poller       {state.workers} worker process(es) per consumer")
+    logs = ", ".join(f"{name} {_short(Path(path))}" for name, path in state.logs.items())
+    console.print(f"  logs         {logs}")
+    console.print('In another shell (or `eval "$(eonce env)"`):')
+    for line in export_lines(state):
+        console.print(f"  {line}", markup=False)
+
+
+def up_cmd(
+    stack: Annotated[
+        str, typer.Option(envvar="EONCE_STACK", help="Name of the stack to deploy.")
+    ] = DEFAULT_STACK,
+    workers: Annotated[int, typer.Option(min=1, max=8, help="Poller processes per function.")] = 2,
+    timeout: Annotated[
+        float, typer.Option(min=1, help="Seconds to wait for the stack to come up.")
+    ] = 300,
+) -> None:
+    """Start the local stack in the background: moto + DynamoDB Local, deploy, poll until `down`.
+
+    Exits 1 if a stack is already up (one per state folder, `.local/` or $EONCE_STATE_DIR).
+    """
+    paths = state_paths()
+    console = stdout()
+    started = time.monotonic()
+    try:
+        with console.status("Starting moto and DynamoDB Local, deploying the CDK app..."):
+            state, stale = start_background(paths, stack=stack, workers=workers, timeout_s=timeout)
+    except (AlreadyUp, StartFailed) as exc:
+        fail(str(exc))
+    if stale is not None:
+        stderr().print(f"[dim]removed the state of a stack that died (pid {stale.pid})[/]")
+    console.print(
+        f"[green]✓[/] local stack up in {time.monotonic() - started:.1f}s "
+        f"(pid {state.pid}; `eonce down` stops it)"
+    )
+    print_started(state, console)
+    console.print("Then: eonce status · eonce send --consumer orders --count 100 · eonce down")
+
+
+def env_cmd() -> None:
+    """Print `export` lines for the running local stack: `eval "$(eonce env)"`."""
+    state = state_paths().running()
+    if state is None:
+        fail("no local stack is up (`eonce up` starts one)")
+    for line in export_lines(state):
+        typer.echo(line)
+
+
+def _short(path: Path) -> str:
+    """The path relative to the working directory when it is below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

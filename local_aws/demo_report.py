@@ -1,0 +1,66 @@
+"""What became of a sent workload: the poller's counts, the DLQs and, for the verdict, the ledger.
+
+The verdict comes from the ledger (one item per executed side effect), not from counters:
+every valid business key must have exactly one entry, and every poison message must be in a
+DLQ. Counts are this run's: what the DLQs and counters held before it is subtracted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from local_aws.demo import LedgerCheck, check_ledger, dead_letter_reasons
+from local_aws.demo_workload import SentWorkload
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+
+@dataclass
+class DemoReport:
+    sent: dict[str, int]
+    duplicates_planned: int
+    poison_planned: int
+    totals: dict[str, int] | None  # None: no local poller to ask (a stack in AWS)
+    dead_letters: dict[str, dict[str, int]]  # new since the workload was sent
+    ledger: LedgerCheck
+    drained: bool
+    elapsed_s: float
+
+    @property
+    def ok(self) -> bool:
+        dead = sum(sum(r.values()) for r in self.dead_letters.values())
+        return self.drained and self.ledger.ok and dead == self.poison_planned
+
+
+def build_report(
+    sqs: SQSClient,
+    ddb: DynamoDBClient,
+    outputs: Mapping[str, str],
+    workload: SentWorkload,
+    *,
+    totals: Mapping[str, int] | None,
+    drained: bool,
+    elapsed_s: float,
+) -> DemoReport:
+    """Read the DLQs and the ledger now; `totals` are the poller's counters (since its start)."""
+    dead_letters = {}
+    for name in workload.sent:
+        now = dead_letter_reasons(sqs, outputs[f"{name}DeadLetterQueueUrl"])
+        dead_letters[name] = dict(now - Counter(workload.dead_letters_before.get(name, {})))
+    return DemoReport(
+        sent=workload.sent,
+        duplicates_planned=workload.duplicates,
+        poison_planned=workload.poison,
+        totals=None if totals is None else dict(Counter(totals) - Counter(workload.totals_before)),
+        dead_letters=dead_letters,
+        ledger=check_ledger(
+            ddb, outputs["LedgerTableName"], set(workload.expected_keys), workload.run_id
+        ),
+        drained=drained,
+        elapsed_s=elapsed_s,
+    )

@@ -1,0 +1,155 @@
+"""Start the local stack's serving process in the background (`up`) and stop it again (`down`).
+
+The serving process runs in a session of its own, so closing the terminal that started it or
+pressing Ctrl-C there leaves it alone; only `down` (SIGTERM) or a signal sent to it stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from exactly_once_ops.local_state import AlreadyUp, StatePaths, UpState
+from local_aws.local_deploy import ROOT
+from local_aws.processes import (
+    ProcessId,
+    ProcStat,
+    descendants,
+    kill,
+    session_members,
+    stat,
+    wait_gone,
+)
+
+
+class StartFailed(RuntimeError):
+    """The serving process exited or timed out before the stack was up."""
+
+
+def start_background(
+    paths: StatePaths, *, stack: str, workers: int, timeout_s: float = 300
+) -> tuple[UpState, UpState | None]:
+    """Start `python -m local_aws.serve` detached and wait until it published its state.
+
+    Returns the new state and, if one was cleaned up, the stale state a dead process left.
+    """
+    if (pid := paths.holder()) is not None:
+        running = paths.running()
+        where = f" at {running.endpoint_url}" if running else ", still starting or stopping"
+        raise AlreadyUp(
+            f"a local stack is already up (pid {pid or '?'}{where}); `eonce down` stops it"
+        )
+    stale = paths.clean_stale()
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-u", "-m", "local_aws.serve", "--state-dir", str(paths.root)]
+    cmd += ["--stack", stack, "--workers", str(workers)]
+    with paths.serve_log.open("wb") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        return _wait_ready(paths, proc, timeout_s), stale
+    except BaseException:
+        _stop_child(proc)
+        raise
+
+
+def _wait_ready(paths: StatePaths, proc: subprocess.Popen[bytes], timeout_s: float) -> UpState:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = paths.read_state()
+        if state is not None and state.pid == proc.pid:
+            return state
+        code = proc.poll()
+        if code is not None:
+            raise StartFailed(
+                f"the local stack did not start (exit {code}): {last_error(paths)} "
+                f"(log: {paths.serve_log})"
+            )
+        if time.monotonic() >= deadline:
+            raise StartFailed(
+                f"the local stack was not up within {timeout_s:.0f}s (log: {paths.serve_log})"
+            )
+        time.sleep(0.2)
+
+
+def _stop_child(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a serving process that never got ready, with everything it started."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        kill([p.id for p in session_members(proc.pid)])
+        proc.wait()
+
+
+def last_error(paths: StatePaths) -> str:
+    """The serving process's last `error:` line (its one-line reason for giving up)."""
+    try:
+        lines = paths.serve_log.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "no log"
+    for line in reversed(lines):
+        if "error: " in line:
+            return line.split("error: ", 1)[1]
+    return lines[-1] if lines else "no output"
+
+
+@dataclass
+class Stopped:
+    """What `down` found and did."""
+
+    pid: int | None  # None: nothing was up
+    stale: UpState | None = None  # state files a dead process left, now removed
+    children: list[ProcessId] = field(default_factory=list)  # recorded before SIGTERM
+    forced: list[ProcessId] = field(default_factory=list)  # had to be killed
+    left: list[ProcessId] = field(default_factory=list)  # still running at the end
+
+
+def _started_by(me: ProcStat) -> set[ProcessId]:
+    """Its descendants; for `up`'s process, which leads a session, the session's too (orphans
+    and the CDK CLI's process group included)."""
+    members = {p.id for p in descendants(me.pid)}
+    if me.session == me.pid:
+        members |= {p.id for p in session_members(me.pid) if p.pid != me.pid}
+    return members
+
+
+def stop_background(paths: StatePaths, *, timeout_s: float = 60) -> Stopped:
+    """SIGTERM the serving process, wait until it and every process it started are gone.
+
+    Whatever outlives it (or the timeout) is killed and reported in `forced`; `left` lists
+    anything that survived even that, which should never happen.
+    """
+    pid = paths.holder()
+    if not pid:
+        if pid == 0:  # locked, but no pid yet: a serving process is just starting
+            raise AlreadyUp("a local stack is starting; run `eonce down` again in a moment")
+        return Stopped(pid=None, stale=paths.clean_stale())
+    me = stat(pid)
+    if me is None:
+        return Stopped(pid=None, stale=paths.clean_stale())
+    members = _started_by(me)
+    os.kill(pid, signal.SIGTERM)
+    forced: list[ProcessId] = []
+    if wait_gone([me.id], timeout_s):
+        forced.append(me.id)
+        members |= _started_by(me)  # including what it started since (a deploy's CDK CLI)
+        kill([me.id, *members])
+    # The children exit when their parent has stopped them; orphans (none expected) get a moment.
+    survivors = wait_gone(members, 15)
+    kill(survivors)
+    forced += survivors
+    left = wait_gone(forced, 5)
+    if forced:
+        paths.remove_state()  # the process could not remove them itself
+    return Stopped(pid=pid, children=sorted(members, key=lambda p: p.pid), forced=forced, left=left)

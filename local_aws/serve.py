@@ -1,0 +1,162 @@
+"""The process behind `eonce up`: deploy the local stack, poll with its consumers, publish state.
+
+`python -m local_aws.serve --state-dir DIR` holds the state folder's lock, deploys, starts the
+poller, writes `up.json`, then the poller's counts to `up-stats.json` every second until
+SIGTERM, SIGHUP or Ctrl-C; then it stops every child and removes both files. `run --keep`
+serves the same way in the foreground.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import traceback
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+from exactly_once_ops.local_state import (
+    AlreadyUp,
+    StateLock,
+    StatePaths,
+    UpState,
+    UpStats,
+    utc_now,
+)
+from exactly_once_ops.targets import DEFAULT_STACK
+from local_aws.local_stack import LocalStack
+from local_aws.moto_server import REGION, MotoServer
+from local_aws.poller import Poller, describe_bindings
+from local_aws.signals import terminate_on_signals
+
+ERROR_LINE = re.compile(r"\b\w*Error\b:")
+SHELL_VARIABLES = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+)
+"""What another shell needs to reach the stack (both region variables: boto3 reads only
+AWS_DEFAULT_REGION, the CLI and the AWS CLI also AWS_REGION)."""
+
+
+def up_state(stack: LocalStack, poller: Poller, logs: dict[str, Path]) -> UpState:
+    """What `up.json` says about a started stack and its poller; `logs` by what they log."""
+    aws = stack.aws_environment
+    environment = {key: aws[key] for key in SHELL_VARIABLES}
+    environment["EONCE_STACK"] = stack.stack_name  # the CLI's --stack
+    return UpState(
+        pid=os.getpid(),
+        stack=stack.stack_name,
+        region=REGION,
+        endpoint_url=stack.moto.endpoint,
+        dynamodb_endpoint_url=stack.dynamodb.endpoint,
+        environment=environment,
+        outputs=dict(stack.outputs),
+        logs={name: str(path) for name, path in logs.items()},
+        workers=poller.workers,
+        started_at=utc_now(),
+    )
+
+
+def serve(paths: StatePaths, state: UpState, poller: Poller, interval_s: float = 1.0) -> None:
+    """Publish the state, then the poller's counts every interval, until interrupted.
+
+    Returns on KeyboardInterrupt (which SIGTERM/SIGHUP become under `terminate_on_signals`);
+    the state files are gone by then, the caller's `with` blocks stop the children.
+    """
+    try:
+        paths.write_stats(_stats(poller))
+        paths.write_state(state)
+        while True:
+            time.sleep(interval_s)
+            paths.write_stats(_stats(poller))
+    except KeyboardInterrupt:
+        return
+    finally:
+        paths.remove_state()
+
+
+def start(
+    paths: StatePaths, stack_name: str, workers: int, running: ExitStack
+) -> tuple[LocalStack, Poller, dict[str, Path]]:
+    """Deploy and start polling; `running` stops both, in reverse order, however it ends."""
+    started = time.monotonic()
+    _log(f"pid {os.getpid()}: starting moto and DynamoDB Local, deploying {stack_name}")
+    logs = {
+        "serve": paths.serve_log,
+        "functions": paths.function_logs,
+        "moto": paths.logs / "moto.log",
+    }
+    moto = MotoServer(log_path=logs["moto"])
+    stack = running.enter_context(LocalStack(context={"stackName": stack_name}, moto=moto))
+    _log(
+        f"deployed in {time.monotonic() - started:.1f}s: moto at {stack.moto.endpoint}, "
+        f"DynamoDB Local at {stack.dynamodb.endpoint}"
+    )
+    paths.function_logs.mkdir(parents=True, exist_ok=True)
+    for old in paths.function_logs.glob("*.log"):
+        old.unlink()
+    poller = Poller(
+        stack.bindings(), stack.aws_environment, workers=workers, log_dir=paths.function_logs
+    )
+    running.enter_context(poller)
+    _log(f"poller: {workers} worker(s) per function ({describe_bindings(poller.bindings)})")
+    return stack, poller, logs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m local_aws.serve", description=__doc__)
+    parser.add_argument("--state-dir", required=True, help="folder for up.json, stats and logs")
+    parser.add_argument("--stack", default=DEFAULT_STACK, help="CloudFormation stack name")
+    parser.add_argument("--workers", type=int, default=2, help="poller processes per function")
+    args = parser.parse_args(argv)
+    paths = StatePaths(Path(args.state_dir).resolve())
+    with terminate_on_signals(), ExitStack() as running:
+        try:
+            running.enter_context(StateLock(paths))
+            stack, poller, logs = start(paths, args.stack, args.workers, running)
+            _log("serving until SIGTERM (`eonce down`)")
+            serve(paths, up_state(stack, poller, logs), poller)
+            _log("stopping")
+        except KeyboardInterrupt:
+            _log("stopped while starting")
+        except AlreadyUp as exc:
+            _log(f"error: {exc}")
+            return 3
+        except Exception as exc:
+            traceback.print_exc()
+            _log(f"error: {one_line(exc)}")  # the line `up` shows
+            return 1
+    _log("stopped")
+    return 0
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception's first line and, for a multi-line one such as a failed `cdk deploy`'s
+    output, the last line naming an error (`RuntimeError: Stack name must match ...`)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    named = [line for line in lines[1:] if ERROR_LINE.search(line)]
+    return f"{lines[0]} {named[-1]}" if named else lines[0]
+
+
+def _stats(poller: Poller) -> UpStats:
+    counts = poller.totals_by_consumer()
+    return UpStats(updated_at=utc_now(), consumers={k: dict(v) for k, v in counts.items()})
+
+
+def _log(message: str) -> None:
+    stamp = datetime.now(UTC).strftime("%H:%M:%S")
+    print(f"{stamp} {message}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""`eonce run --keep` stopped with SIGTERM, as `timeout`, CI and supervisors stop it.
+
+Every process it started (moto, DynamoDB Local's java, the pollers, multiprocessing's resource
+tracker) must be gone afterwards, with no "leaked semaphore" warning: the same clean stop as
+Ctrl-C, from a signal that only the `run` process receives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from exactly_once_ops.local_state import STATE_DIR_ENV, StatePaths
+from local_aws.processes import ProcessId, descendants, still_running, wait_gone
+
+ROOT = Path(__file__).resolve().parents[2]
+EONCE = ROOT / ".venv" / "bin" / "eonce"
+
+
+def test_sigterm_during_the_stay_up_phase_stops_every_child(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        STATE_DIR_ENV: str(tmp_path),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "COLUMNS": "200",
+    }
+    args = ["--orders", "20", "--payments", "4", "--poison", "1", "--transient", "0"]
+    proc = subprocess.Popen(
+        [str(EONCE), "run", "--keep", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    paths = StatePaths(tmp_path)
+    try:
+        deadline = time.monotonic() + 300
+        while (state := paths.running()) is None:  # up.json: the report is out, it serves
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "run --keep never started serving"
+            time.sleep(0.5)
+        assert state.pid == proc.pid
+        children: set[ProcessId] = {p.id for p in descendants(proc.pid)}
+        commands = [p.command for p in descendants(proc.pid)]
+        assert "java" in commands
+        assert len(children) >= 1 + 1 + 4 + 1  # moto, java, 2x2 workers, resource tracker
+
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+    assert proc.returncode == 0, err  # the report passed; SIGTERM ended the stay-up phase
+    assert "EXACTLY ONCE" in out
+    assert "Orders: batch 10, timeout 3s; Payments: batch 10, timeout 3s" in out
+    assert "export AWS_DEFAULT_REGION=us-east-1" in out
+    assert "leaked semaphore" not in err
+    assert "Traceback" not in err
+    assert wait_gone(children, 30) == []
+    assert still_running(children) == []
+    assert not paths.state.exists()
+    assert paths.holder() is None
