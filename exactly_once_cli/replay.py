@@ -359,7 +359,9 @@ def _run_copy(replay: CopyReplay, *, total: int | None) -> CopyReport:
                     counts = f"{len(report.moved)}, skipped {report.skipped}, "
                     counts += f"failed {len(report.failures)}"
                 description = f"{_verb(options)} {counts}"
-                bar.update(task, completed=report.examined, description=description)
+                # The DLQ's depth at the start is an estimate: arrivals raise the total.
+                grown = None if total is None else max(total, report.examined)
+                bar.update(task, completed=report.examined, total=grown, description=description)
 
             replay.on_progress = show
             return replay.run()
