@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from exactly_once_cdk.outputs import LEDGER_TABLE
+from exactly_once_cli import workload_options as opts
 from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
 from exactly_once_cli.run import drain, print_sent, render
 from exactly_once_cli.up import state_paths
@@ -55,21 +56,13 @@ def _totals(ctx: typer.Context, stack: str) -> dict[str, int] | None:
 
 def workload_cmd(
     ctx: typer.Context,
-    orders: Annotated[
-        int, typer.Option(min=0, help="Messages to the orders (standard) queue.")
-    ] = 200,
-    payments: Annotated[
-        int, typer.Option(min=0, help="Messages to the payments (FIFO) queue.")
-    ] = 40,
-    duplicates: Annotated[
-        float, typer.Option(min=0.0, max=0.9, help="Share of messages repeating a business id.")
-    ] = 0.25,
-    poison: Annotated[int, typer.Option(min=0, help="Poison messages per queue.")] = 2,
-    transient: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Share that fail once, then succeed.")
-    ] = 0.05,
-    work_ms: Annotated[int, typer.Option(min=0, help="Simulated I/O per record (ms).")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed for the workload.")] = 7,
+    orders: opts.Orders = 200,
+    payments: opts.Payments = 40,
+    duplicates: opts.Duplicates = 0.25,
+    poison: opts.Poison = 2,
+    transient: opts.Transient = 0.05,
+    work_ms: opts.WorkMs = 20,
+    seed: opts.Seed = 7,
     stack: StackOption = DEFAULT_STACK,
     record: RecordOption = None,
 ) -> None:

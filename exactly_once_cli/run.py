@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from exactly_once_cli import workload_options as opts
 from exactly_once_cli.common import fail, stdout
 from exactly_once_cli.up import print_started, state_paths
 from exactly_once_ops.local_state import AlreadyUp, StateLock
@@ -103,22 +104,14 @@ def render(report: DemoReport, console: Console, title: str = "Exactly-once loca
 
 
 def run_cmd(
-    orders: Annotated[
-        int, typer.Option(min=0, help="Messages to the orders (standard) queue.")
-    ] = 200,
-    payments: Annotated[
-        int, typer.Option(min=0, help="Messages to the payments (FIFO) queue.")
-    ] = 40,
-    duplicates: Annotated[
-        float, typer.Option(min=0.0, max=0.9, help="Share of messages repeating a business id.")
-    ] = 0.25,
-    poison: Annotated[int, typer.Option(min=0, help="Poison messages per queue.")] = 2,
-    transient: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Share that fail once, then succeed.")
-    ] = 0.05,
-    work_ms: Annotated[int, typer.Option(min=0, help="Simulated I/O per record (ms).")] = 20,
+    orders: opts.Orders = 200,
+    payments: opts.Payments = 40,
+    duplicates: opts.Duplicates = 0.25,
+    poison: opts.Poison = 2,
+    transient: opts.Transient = 0.05,
+    work_ms: opts.WorkMs = 20,
     workers: Annotated[int, typer.Option(min=1, max=8, help="Poller processes per function.")] = 2,
-    seed: Annotated[int, typer.Option(help="Seed for the workload.")] = 7,
+    seed: opts.Seed = 7,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the queues to drain.")] = 240,
     keep: Annotated[
         bool,

@@ -85,6 +85,8 @@ def status_cmd(
     stack `eonce up` serves, whose poller counts it. Works against any stack built from the
     constructs otherwise.
     """
+    if json_output and watch:
+        raise CliError("--json prints one document; for a refreshing view drop --json")
     target = aws_target(ctx)
     if target.endpoint_url is None and (paths := default_paths()) and paths.running():
         stderr().print(

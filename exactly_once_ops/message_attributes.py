@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,26 @@ OVERFLOW_KEY = "eo-overflow-attributes"
 """Inside the packed JSON: original attributes (Lambda event form) that did not fit."""
 
 _BASE_TYPES = ("String", "Number", "Binary")
+# SQS's rule for attribute names: up to 256 of these characters, no leading or trailing or
+# doubled period, and no "AWS." / "Amazon." prefix (reserved). SQS refuses others, and moto
+# stores them anyway and then fails every receive of that message.
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+_RESERVED_PREFIXES = ("aws.", "amazon.")
+
+
+def check_name(name: str) -> None:
+    """Refuse a name SQS would refuse, before anything is sent."""
+    if (
+        not _NAME.fullmatch(name)
+        or name.startswith(".")
+        or name.endswith(".")
+        or ".." in name
+        or name.lower().startswith(_RESERVED_PREFIXES)
+    ):
+        raise ValueError(
+            f"attribute name {name!r}: SQS allows up to 256 letters, digits, '_', '-' and '.' "
+            "(not at either end, not doubled), and no 'AWS.' or 'Amazon.' prefix"
+        )
 
 
 def parse_attribute(spec: str) -> tuple[str, MessageAttributeValueTypeDef]:
@@ -42,6 +63,7 @@ def parse_attribute(spec: str) -> tuple[str, MessageAttributeValueTypeDef]:
     data_type = data_type.strip() or "String"
     if not sep or not name:
         raise ValueError(f"attribute {spec!r}: expected Name=Value or Name:Type=Value")
+    check_name(name)
     base = data_type.split(".", 1)[0]
     if base not in _BASE_TYPES:
         raise ValueError(f"attribute {name!r}: type {data_type!r} is not String, Number or Binary")

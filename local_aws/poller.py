@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
+from exactly_once_ops.status import queue_depth
 from local_aws.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
@@ -361,15 +362,8 @@ class Poller(Lifecycle):
 
 
 def queue_backlog(sqs: SQSClient, queue_url: str) -> int:
-    attrs = sqs.get_queue_attributes(
-        QueueUrl=queue_url,
-        AttributeNames=[
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        ],
-    )["Attributes"]
-    return sum(int(v) for v in attrs.values())
+    """Visible, in flight and delayed: everything the consumers still have to finish."""
+    return queue_depth(sqs, queue_url).total
 
 
 def wait_until_drained(

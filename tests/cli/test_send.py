@@ -13,10 +13,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from exactly_once_ops.send import OutgoingMessage, send_messages
-from tests.cli.support import REGION, Invoke, QueuePair, drain, inject_failures, make_pair
+from tests.cli.support import (
+    REGION,
+    Invoke,
+    QueuePair,
+    counts,
+    drain,
+    inject_failures,
+    make_pair,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -143,6 +152,19 @@ def test_bad_attribute_is_a_one_line_error(cli: Invoke, orders: QueuePair) -> No
     result = cli("send", "--queue-url", orders.source, "--body", "{}", "--attribute", "n:Number=x")
     assert result.exit_code == 2
     assert result.output.strip() == "error: attribute 'n': 'x' is not a number"
+
+
+@pytest.mark.parametrize("name", ["a b", ".lead", "trail.", "dou..ble", "AWS.Trace", "x" * 257])
+def test_attribute_names_sqs_refuses_are_refused_before_sending(
+    cli: Invoke, sqs: SQSClient, orders: QueuePair, name: str
+) -> None:
+    """moto would store such a message and then fail every receive of it, poller and replay
+    alike: the name is checked before anything leaves."""
+    result = cli("send", "--queue-url", orders.source, "--body", "{}", "--attribute", f"{name}=v")
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert line.startswith(f"error: attribute name {name!r}: SQS allows"), line
+    assert counts(sqs, orders.source) == (0, 0)
 
 
 def test_fifo_payments_group_by_account_with_fresh_dedup_ids(

@@ -249,3 +249,11 @@ def test_an_unreachable_service_endpoint_names_its_variable(
         f'error: Could not connect to the endpoint URL: "{dead}/" '
         "(is the endpoint up? check AWS_ENDPOINT_URL_SQS)"
     )
+
+
+def test_status_refuses_json_with_watch(cli: Invoke) -> None:
+    result = cli("status", "--json", "--watch")
+    assert result.exit_code == 2
+    assert one_line(result.output) == (
+        "error: --json prints one document; for a refreshing view drop --json"
+    )
