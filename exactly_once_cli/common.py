@@ -33,7 +33,13 @@ from rich.text import Text
 from typer import _click  # typer 0.29 vendors click; its exception/context types live here
 from typer.core import TyperGroup
 
-from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, TargetError, UnreachableEndpoint
+from exactly_once_ops.targets import (
+    DEFAULT_STACK,
+    AwsTarget,
+    StackNotFound,
+    TargetError,
+    UnreachableEndpoint,
+)
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -122,7 +128,7 @@ def describe(exc: BaseException) -> tuple[str, int]:
         return "no AWS credentials found: pass --profile or set AWS_ACCESS_KEY_ID", FAILURE_EXIT
     if isinstance(exc, ProfileNotFound):
         return str(exc), USAGE_EXIT
-    if isinstance(exc, (ClientError, BotoCoreError)):
+    if isinstance(exc, (ClientError, BotoCoreError, StackNotFound)):
         return str(exc), FAILURE_EXIT
     if isinstance(exc, (CliError, TargetError)):
         return str(exc), USAGE_EXIT
@@ -134,7 +140,15 @@ def describe(exc: BaseException) -> tuple[str, int]:
     raise exc
 
 
-_HANDLED = (BotoCoreError, ClientError, CliError, TargetError, typer.TyperException, OSError)
+_HANDLED = (
+    BotoCoreError,
+    ClientError,
+    CliError,
+    StackNotFound,
+    TargetError,
+    typer.TyperException,
+    OSError,
+)
 
 
 class OneLineErrorGroup(TyperGroup):

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
-from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 
 from exactly_once_cdk.outputs import DEAD_LETTER_QUEUE_URL, LOCAL_DYNAMODB_ENDPOINT, QUEUE_URL
 
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 DEFAULT_STACK = "ExactlyOnceSqs"
 DEFAULT_REGION = "us-east-1"
+
+
+class StackNotFound(Exception):
+    """No such stack where the CLI looked; the message names the region and the endpoint."""
 
 
 class TargetError(Exception):
@@ -177,9 +181,18 @@ def consumer_output(outputs: Mapping[str, str], consumer: str, suffix: str, stac
 
 def stack_outputs(cloudformation: CloudFormationClient, stack: str) -> dict[str, str]:
     """All outputs of a deployed stack, by key."""
-    stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    try:
+        stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        stacks = []
     if not stacks:
-        raise TargetError(f"stack {stack!r} not found")
+        meta = cloudformation.meta
+        raise StackNotFound(
+            f"stack {stack!r} does not exist in {meta.region_name} at {meta.endpoint_url} "
+            "(check --stack / EONCE_STACK, --region, --endpoint-url, --profile)"
+        )
     return {
         out["OutputKey"]: out["OutputValue"]
         for out in stacks[0].get("Outputs", [])

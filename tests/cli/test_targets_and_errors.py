@@ -11,7 +11,7 @@ import pytest
 
 from exactly_once_ops.targets import AwsTarget, TargetError, consumer_output, consumers_in
 from local_aws.ports import free_port
-from tests.cli.support import Invoke, counts, drain
+from tests.cli.support import REGION, Invoke, counts, drain
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -70,7 +70,11 @@ def test_send_and_replay_find_queues_in_the_stack(
 def test_missing_stack(cli: Invoke, sqs: SQSClient) -> None:
     result = cli("send", "--consumer", "orders", "--stack", "Nope", "--body", "{}")
     assert result.exit_code == 1
-    assert "Stack with id Nope does not exist" in one_line(result.output)
+    assert one_line(result.output) == (
+        f"error: stack 'Nope' does not exist in {REGION} at "
+        f"https://cloudformation.{REGION}.amazonaws.com "
+        "(check --stack / EONCE_STACK, --region, --endpoint-url, --profile)"
+    )
 
 
 def test_missing_output(cli: Invoke, stack: dict[str, str]) -> None:
@@ -168,7 +172,7 @@ def test_stack_name_from_the_environment(
     monkeypatch.setenv("EONCE_STACK", "Nope")
     result = cli("consumers")
     assert result.exit_code == 1
-    assert "Stack with id Nope does not exist" in one_line(result.output)
+    assert "stack 'Nope' does not exist" in one_line(result.output)
 
 
 @pytest.mark.parametrize(
