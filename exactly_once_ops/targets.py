@@ -83,7 +83,7 @@ def client_config(endpoint_url: str | None) -> Config:
     """
     if endpoint_url:
         return Config(
-            retries={"mode": "standard", "max_attempts": 2},
+            retries={"mode": "standard", "total_max_attempts": 2},
             connect_timeout=2,
             read_timeout=30,
         )

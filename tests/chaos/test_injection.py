@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import time
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from fault_injection import injection
 from fault_injection.events import EVENT_DIR_ENV, read_events
 from fault_injection.supervisor import process_state
+from tests.waiting import wait_until
 
 
 def run_point(event_dir: str, body: dict[str, object], receive_count: int) -> None:
@@ -29,11 +29,8 @@ def spawn(tmp_path: Path, body: dict[str, object], receive_count: int = 1) -> Ba
     return process
 
 
-def wait_for_state(pid: int, state: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while process_state(pid) != state:
-        assert time.monotonic() < deadline, f"process {pid} never reached state {state}"
-        time.sleep(0.05)
+def wait_for_state(pid: int, state: str) -> None:
+    wait_until(lambda: process_state(pid) == state, lambda: process_state(pid))
 
 
 def test_a_crash_point_sigkills_the_process_after_logging_it(tmp_path: Path) -> None:

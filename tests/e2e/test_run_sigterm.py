@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from exactly_once_ops.local_state import STATE_DIR_ENV, StatePaths
+from exactly_once_ops.local_state import STATE_DIR_ENV, StatePaths, UpState
 from local_aws.processes import ProcessId, descendants, still_running, wait_gone
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EONCE = ROOT / ".venv" / "bin" / "eonce"
@@ -38,11 +38,12 @@ def test_sigterm_during_the_stay_up_phase_stops_every_child(tmp_path: Path) -> N
     )
     paths = StatePaths(tmp_path)
     try:
-        deadline = time.monotonic() + 300
-        while (state := paths.running()) is None:  # up.json: the report is out, it serves
+
+        def serving() -> UpState | None:  # up.json: the report is out, it serves
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "run --keep never started serving"
-            time.sleep(0.5)
+            return paths.running()
+
+        state = wait_until(serving, lambda: "run --keep never started serving", bound_s=300)
         assert state.pid == proc.pid
         children: set[ProcessId] = {p.id for p in descendants(proc.pid)}
         commands = [p.command for p in descendants(proc.pid)]

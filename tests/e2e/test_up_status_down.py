@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from local_aws.processes import (
     still_running,
     wait_gone,
 )
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 EONCE = ROOT / ".venv" / "bin" / "eonce"
@@ -120,13 +120,15 @@ def status(up: Up) -> dict[str, dict[str, Any]]:
 
 def wait_for(up: Up, done: Callable[[dict[str, dict[str, Any]]], bool]) -> dict[str, Any]:
     """Poll `status` until `done` holds; fail with the last status after WAIT_S."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        consumers = status(up)
-        if done(consumers):
-            return consumers
-        assert time.monotonic() < deadline, json.dumps(consumers, indent=2)
-        time.sleep(0.5)
+    seen: list[dict[str, dict[str, Any]]] = []
+
+    def finished() -> dict[str, dict[str, Any]] | None:
+        seen.append(status(up))
+        return seen[-1] if done(seen[-1]) else None
+
+    return wait_until(
+        finished, lambda: json.dumps(seen[-1:], indent=2), bound_s=WAIT_S, interval_s=0.5
+    )
 
 
 def settled(orders: dict[str, Any]) -> bool:

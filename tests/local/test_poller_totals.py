@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 from local_aws.poller import BatchStats, FunctionBinding, Poller, describe_bindings
+from tests.waiting import wait_until
 
 
 def binding(consumer: str, batch_size: int, timeout_s: int) -> FunctionBinding:
@@ -41,10 +41,8 @@ def test_totals_are_kept_per_consumer() -> None:
     ]
     for stats in reports:
         poller._reports.put(stats)
-    deadline = time.monotonic() + 10
-    while poller.totals()["received"] < 6:  # the queue's feeder thread delivers shortly
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    # The queue's feeder thread delivers them in the background.
+    wait_until(lambda: poller.totals()["received"] >= 6, poller.totals)
     by_consumer = poller.totals_by_consumer()
     assert +by_consumer["Orders"] == Counter(processed=3, duplicate=1, received=4, deleted=4)
     assert +by_consumer["Payments"] == Counter(failed=1, received=2, deleted=1)

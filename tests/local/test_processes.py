@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +17,7 @@ from local_aws.processes import (
     stat,
     wait_gone,
 )
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -26,10 +26,7 @@ def tree() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
         ["sh", "-c", "sleep 300 & sh -c 'sleep 301 & wait' & wait"], start_new_session=True
     )
-    deadline = time.monotonic() + 30
-    while len(descendants(proc.pid)) < 3:
-        assert time.monotonic() < deadline, descendants(proc.pid)
-        time.sleep(0.05)
+    wait_until(lambda: len(descendants(proc.pid)) >= 3, lambda: descendants(proc.pid))
     yield proc
     os.killpg(proc.pid, 9)
     proc.wait()
