@@ -44,6 +44,25 @@ def _defaults(removal_policy: RemovalPolicy) -> dict[str, Any]:
 
 
 class _AlarmedTable(dynamodb.Table):
+    """A table with the secure defaults, its own key schema, an optional stack output naming
+    it, and a throttle alarm on request."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        keys: dict[str, Any],
+        removal_policy: RemovalPolicy,
+        output_name: str | None,
+        table_props: dict[str, Any],
+    ) -> None:
+        super().__init__(
+            scope, construct_id, **{**_defaults(removal_policy), **keys, **table_props}
+        )
+        if output_name is not None:
+            CfnOutput(Stack.of(self), output_name, value=self.table_name)
+
     def throttle_alarm(self, label: str, alarm_topic: sns.ITopic | None = None) -> cloudwatch.Alarm:
         """An alarm on any read or write throttle event (DynamoDB's own metrics)."""
         throttles = cloudwatch.MathExpression(
@@ -88,15 +107,20 @@ class IdempotencyTable(_AlarmedTable):
         output: bool = True,
         **table_props: Any,
     ) -> None:
-        props = {
-            **_defaults(removal_policy),
+        keys = {
             "partition_key": dynamodb.Attribute(
                 name=schema.PARTITION_KEY, type=dynamodb.AttributeType.STRING
             ),
             "time_to_live_attribute": schema.TTL,
-            **table_props,
         }
-        super().__init__(scope, construct_id, **props)
+        super().__init__(
+            scope,
+            construct_id,
+            keys=keys,
+            removal_policy=removal_policy,
+            output_name=outputs.IDEMPOTENCY_TABLE if output else None,
+            table_props=table_props,
+        )
         self.add_global_secondary_index(
             index_name=schema.PENDING_INDEX,
             partition_key=dynamodb.Attribute(
@@ -105,8 +129,6 @@ class IdempotencyTable(_AlarmedTable):
             sort_key=dynamodb.Attribute(name=schema.PENDING_AT, type=dynamodb.AttributeType.NUMBER),
             projection_type=dynamodb.ProjectionType.ALL,
         )
-        if output:
-            CfnOutput(Stack.of(self), outputs.IDEMPOTENCY_TABLE, value=self.table_name)
 
     @property
     def pending_index_arn(self) -> str:
@@ -146,19 +168,22 @@ class LedgerTable(_AlarmedTable):
         output: bool = True,
         **table_props: Any,
     ) -> None:
-        props = {
-            **_defaults(removal_policy),
+        keys = {
             "partition_key": dynamodb.Attribute(
                 name=LEDGER_PARTITION_KEY, type=dynamodb.AttributeType.STRING
             ),
             "sort_key": dynamodb.Attribute(
                 name=LEDGER_SORT_KEY, type=dynamodb.AttributeType.STRING
             ),
-            **table_props,
         }
-        super().__init__(scope, construct_id, **props)
-        if output:
-            CfnOutput(Stack.of(self), outputs.LEDGER_TABLE, value=self.table_name)
+        super().__init__(
+            scope,
+            construct_id,
+            keys=keys,
+            removal_policy=removal_policy,
+            output_name=outputs.LEDGER_TABLE if output else None,
+            table_props=table_props,
+        )
 
     def grant_append(self, grantee: iam.IGrantable) -> None:
         """PutItem only: the ledger is append-only, conditioned writes do the rest."""

@@ -1,4 +1,4 @@
-"""Commit a DynamoDB request, then lose its reply, so botocore retries a write it already made.
+"""Commit a request, then lose its reply, so botocore retries a write it already made.
 
 A `before-send` handler sends the signed request itself (so DynamoDB really applies it), throws
 the answer away and hands botocore a 500 instead. botocore's retry mode then sends the same
@@ -20,6 +20,7 @@ from fault_injection.throttling import error_response
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
 
 _BODY = json.dumps(
     {
@@ -30,7 +31,7 @@ _BODY = json.dumps(
 
 
 def install_lost_replies(
-    client: DynamoDBClient,
+    client: DynamoDBClient | SQSClient,
     lose: Callable[[str], bool],
     on_lost: Callable[[str], None] | None = None,
 ) -> None:
@@ -48,12 +49,13 @@ def install_lost_replies(
             hit = lose(operation)
         if not hit:
             return None
-        session.send(request)  # DynamoDB applies it; the caller never hears
+        session.send(request)  # the service applies it; the caller never hears
         if on_lost is not None:
             on_lost(operation)
         return error_response(str(request.url), 500, _BODY)
 
-    client.meta.events.register("before-send.dynamodb", cast("Callable[..., None]", before_send))
+    service = client.meta.service_model.endpoint_prefix  # "dynamodb", "sqs"
+    client.meta.events.register(f"before-send.{service}", cast("Callable[..., None]", before_send))
 
 
 def lose_next(*operations: str, times: int = 1) -> Callable[[str], bool]:

@@ -12,6 +12,7 @@ import pytest
 from botocore.config import Config
 
 from exactly_once import clients
+from exactly_once.store import IdempotencyStore
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.tables import create_idempotency_table, create_ledger_table
 
@@ -76,6 +77,12 @@ def idempotency_table(ddb: DynamoDBClient) -> str:
     name = "idempotency-shared"
     create_idempotency_table(ddb, name)
     return name
+
+
+@pytest.fixture
+def store(ddb: DynamoDBClient, idempotency_table: str) -> IdempotencyStore:
+    """The store on the session's idempotency table (tests that need a fresh one make it)."""
+    return IdempotencyStore(idempotency_table, client=ddb)
 
 
 @pytest.fixture

@@ -28,11 +28,6 @@ def env(monkeypatch: pytest.MonkeyPatch, ledger_table: str, dynamodb_local: Dyna
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
 
 
-@pytest.fixture
-def store(ddb: DynamoDBClient, idempotency_table: str) -> IdempotencyStore:
-    return IdempotencyStore(idempotency_table, client=ddb)
-
-
 def holder(store: IdempotencyStore, scope: str, key: str, lease_ms: int) -> RecordContext:
     acquired = store.acquire(scope, key, lease_ms=lease_ms, owner="test")
     assert acquired.lock is not None

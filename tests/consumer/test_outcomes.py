@@ -40,11 +40,6 @@ def calls() -> list[Any]:
     return []
 
 
-@pytest.fixture
-def store(ddb: DynamoDBClient, idempotency_table: str) -> IdempotencyStore:
-    return IdempotencyStore(idempotency_table, client=ddb)
-
-
 def recording(calls: list[Any], result: Any = "ok") -> Callable[[Any, RecordContext], Any]:
     def fn(body: Any, ctx: RecordContext) -> Any:
         calls.append((body, ctx.key, ctx.attempt))
