@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-from benchmarks import calls, cpu, imports, memory, walltime
+from benchmarks import api, calls, cpu, imports, memory, walltime
+from benchmarks.api import ApiResults
 from benchmarks.calls import CallCounts
 from benchmarks.cpu import CpuResult
 from benchmarks.environment import describe, load_average
@@ -38,6 +39,7 @@ class Results:
     cpu_no_latency: CpuResult | None
     imports: ImportResult
     memory: MemoryResult
+    api: ApiResults
 
     def wall_result(self, batch: int, io_bound: bool) -> WallResult:
         for result in self.wall:
@@ -70,6 +72,7 @@ class _InProcess:
     wall: list[WallResult]
     cpu: CpuResult
     cpu_no_latency: CpuResult | None
+    api: ApiResults
 
 
 def _in_process(rig: Rig, settings: Settings, progress: Progress) -> _InProcess:
@@ -104,7 +107,19 @@ def _in_process(rig: Rig, settings: Settings, progress: Progress) -> _InProcess:
             latency=False,
             one_thread=settings.cpu_one_thread,
         )
-    return _InProcess(round_trip, round_trip_10, counts, wall, cpu_result, no_latency)
+    progress("API: DynamoDB calls per request")
+    api_calls = api.all_calls(rig, settings.api_call_requests)
+    progress(f"API: overhead per request, {settings.api_repetitions}x{settings.api_requests} keys")
+    api_timings = api.measure(rig, settings.api_requests, settings.api_repetitions)
+    return _InProcess(
+        round_trip,
+        round_trip_10,
+        counts,
+        wall,
+        cpu_result,
+        no_latency,
+        ApiResults(api_calls, api_timings),
+    )
 
 
 @contextlib.contextmanager
@@ -149,4 +164,5 @@ def run(dynamodb_endpoint: str, settings: Settings, progress: Progress = lambda 
         measured.cpu_no_latency,
         import_result,
         memory_result,
+        measured.api,
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
+from benchmarks.api_handlers import Api, layer_api, powertools_api
 from benchmarks.business import Work
 from benchmarks.consumers import Consumer, layer_consumer, powertools_consumer
 from benchmarks.instrument import CallCounter, add_latency
@@ -63,6 +64,11 @@ class Rig:
     @property
     def scope(self) -> str:
         return f"bench-{self.run_id}"
+
+    @property
+    def api_scope(self) -> str:
+        """The API's records share the layer's table, under a scope of their own."""
+        return f"bench-api-{self.run_id}"
 
     def client(
         self, service: str, counter: CallCounter | None = None, *, latency: bool = True
@@ -116,3 +122,21 @@ class Rig:
                 concurrency=layer_concurrency,
             )
         return powertools_consumer(work, table=self.powertools_table, dynamodb=dynamodb)
+
+    def api(
+        self,
+        variant: Variant,
+        work: Work,
+        counter: CallCounter | None = None,
+        *,
+        latency: bool = True,
+    ) -> Api:
+        """A fresh idempotent API handler (a new "execution environment") with its own client.
+
+        It uses the same tables as the consumers: Powertools' record ids start with the
+        handler's qualified name and the layer's API records have a scope of their own.
+        """
+        dynamodb: DynamoDBClient = self.client("dynamodb", counter, latency=latency)
+        if variant is Variant.LAYER:
+            return layer_api(work, table=self.layer_table, scope=self.api_scope, dynamodb=dynamodb)
+        return powertools_api(work, table=self.powertools_table, dynamodb=dynamodb)

@@ -27,6 +27,9 @@ class Settings:
     import_cases: tuple[str, ...] = ALL_CASES
     memory_batches: int = 20
     memory_runs: int = 3
+    api_call_requests: int = 10  # first requests, then each replayed, when counting API calls
+    api_requests: int = 100  # keys per API timing sample (each: a first request and a replay)
+    api_repetitions: int = 7
 
 
 FULL = Settings(name="full")
@@ -45,6 +48,8 @@ QUICK = Settings(
     import_cases=(BARE, LAYER),
     memory_batches=5,
     memory_runs=1,
+    api_requests=30,
+    api_repetitions=5,
 )
 # tests/bench: every measurement once, so CI proves the pipeline behind the report still runs
 # end to end. Its times are not checked (too few samples, on a shared machine); its call counts are.
@@ -61,6 +66,8 @@ SMOKE = Settings(
     import_cases=(BARE, LAYER),
     memory_batches=1,
     memory_runs=1,
+    api_requests=1,
+    api_repetitions=1,
 )
 
 

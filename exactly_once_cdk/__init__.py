@@ -1,4 +1,5 @@
-"""CDK constructs for exactly-once consumers: the table, the layer, the consumer, the monitor.
+"""CDK constructs for exactly-once consumers: the table, the layer, the consumer, the HTTP API,
+the monitor.
 
 Import from here in your own CDK app (`pip install 'exactly-once-sqs[cdk]'`); each construct has
 secure defaults and takes keywords to override them. The names load on first use, so the
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from exactly_once_cdk.consumer import IdempotentConsumer as IdempotentConsumer
     from exactly_once_cdk.dashboard import ExactlyOnceDashboard as ExactlyOnceDashboard
     from exactly_once_cdk.functions import FunctionOptions as FunctionOptions
+    from exactly_once_cdk.http_api import IdempotentHttpApi as IdempotentHttpApi
     from exactly_once_cdk.layer import ExactlyOnceLayer as ExactlyOnceLayer
     from exactly_once_cdk.lock_monitor import StuckLockMonitor as StuckLockMonitor
     from exactly_once_cdk.tables import IdempotencyTable as IdempotencyTable
@@ -27,6 +29,7 @@ _HOMES = {
     "FunctionOptions": "functions",
     "IdempotencyTable": "tables",
     "IdempotentConsumer": "consumer",
+    "IdempotentHttpApi": "http_api",
     "LedgerTable": "tables",
     "StuckLockMonitor": "lock_monitor",
 }
@@ -37,6 +40,7 @@ __all__ = [
     "FunctionOptions",
     "IdempotencyTable",
     "IdempotentConsumer",
+    "IdempotentHttpApi",
     "LedgerTable",
     "StuckLockMonitor",
 ]

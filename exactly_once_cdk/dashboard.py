@@ -1,4 +1,5 @@
-"""`ExactlyOnceDashboard` (optional): one CloudWatch dashboard for consumers, tables and monitor."""
+"""`ExactlyOnceDashboard` (optional): one CloudWatch dashboard for consumers, HTTP APIs, tables
+and the monitor."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from exactly_once_cdk.consumer import IdempotentConsumer
+from exactly_once_cdk.http_api import IdempotentHttpApi
 from exactly_once_cdk.lock_monitor import StuckLockMonitor
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 
 
 class ExactlyOnceDashboard(cloudwatch.Dashboard):
-    """A row per consumer (queue, DLQ, function), then table throttles and the monitor."""
+    """A row per consumer (queue, DLQ, function), a row per HTTP API (requests, latency,
+    function), then table throttles and the monitor."""
 
     def __init__(
         self,
@@ -23,10 +26,13 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
         consumers: Sequence[IdempotentConsumer],
         tables: Sequence[tuple[str, IdempotencyTable | LedgerTable]] = (),
         monitor: StuckLockMonitor | None = None,
+        apis: Sequence[IdempotentHttpApi] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         for consumer in consumers:
             self.add_widgets(*consumer.dashboard_widgets())
+        for api in apis:
+            self.add_widgets(*api.dashboard_widgets())
         bottom: list[cloudwatch.IWidget] = []
         if tables:
             bottom.append(

@@ -1,4 +1,5 @@
-"""`invoke`: run a consumer's handler in this process with a sample event, like Lambda would.
+"""`invoke`: run a consumer's or an API's handler in this process with a sample event, like
+Lambda would.
 
 The function's environment (and its handler name) come from the deployed function, found
 through the stack's `<Consumer>FunctionName` output, unless given with --env / --handler, so the
@@ -56,13 +57,27 @@ def read_event(event: str) -> Any:
         raise CliError(f"{event}: not JSON ({exc})") from exc
 
 
+def is_api_event(event: Any) -> bool:
+    """An API Gateway (REST, HTTP API) or function URL event: it names an HTTP method."""
+    if not isinstance(event, dict):
+        return False
+    context = event.get("requestContext")
+    http = context.get("http") if isinstance(context, dict) else None
+    return isinstance(event.get("httpMethod"), str) or (
+        event.get("version") == "2.0" and isinstance(http, dict)
+    )
+
+
 def check_sqs_event(event: Any, source: str) -> None:
     """Refuse what Lambda's SQS event source would never send: the handler would accept it
     silently (no records, nothing to do) and the run would prove nothing.
     """
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list) or not records:
-        raise CliError(f"{source}: not an SQS event (no Records list; see `eonce event`)")
+        raise CliError(
+            f"{source}: not an SQS event (no Records list; see `eonce event`), nor an "
+            "API Gateway event (no HTTP method; see events/api-*.json)"
+        )
     for index, record in enumerate(records):
         if not isinstance(record, dict) or not isinstance(record.get("messageId"), str):
             raise CliError(f"{source}: Records[{index}] is not an SQS record (no messageId)")
@@ -98,8 +113,11 @@ def point_clients_at(target: AwsTarget, dynamodb: Endpoint) -> None:
 
 
 def source_folder(consumer: str, source: Path | None) -> Path:
-    """--source, else this repository's layout: `functions/<consumer>` under the working dir."""
-    folder = source or Path("functions") / consumer.lower()
+    """--source, else this repository's layout: `functions/<consumer>` under the working dir
+    (`PaymentsApi` is `functions/payments_api`)."""
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in consumer).lstrip("_")
+    candidates = [Path("functions") / consumer.lower(), Path("functions") / snake]
+    folder = source or next((c for c in candidates if c.is_dir()), candidates[0])
     if not folder.is_dir():
         raise CliError(f"no handler source at {folder}: pass --source DIR (the function's code)")
     return folder
@@ -130,9 +148,25 @@ def print_results(consumer: str, results: list[Any]) -> None:
     stdout().print(table)
 
 
+def print_api_result(name: str, response: Any, result: Any) -> int:
+    """The request's outcome and the proxy response; the exit code (1 for a 5xx)."""
+    status = response.get("statusCode") if isinstance(response, dict) else None
+    if result is not None:
+        stdout().print(
+            f"{name}: {result.outcome.value} -> HTTP {status} (key {result.key or '-'}, "
+            f"fence {result.fence or '-'})",
+            markup=False,
+        )
+    stdout().print_json(json.dumps(response, default=str))
+    return 1 if not isinstance(status, int) or status >= 500 else 0
+
+
 def invoke_cmd(
     ctx: typer.Context,
-    consumer: Annotated[str, typer.Argument(help="The consumer, as the stack names it: orders.")],
+    consumer: Annotated[
+        str,
+        typer.Argument(help="The consumer or API, as the stack names it: orders, paymentsapi."),
+    ],
     event: Annotated[
         str, typer.Option("--event", "-e", help="An events/ file, or - for piped stdin.")
     ] = "-",
@@ -153,17 +187,19 @@ def invoke_cmd(
     ] = True,
     stack: StackOption = DEFAULT_STACK,
 ) -> None:
-    """Run a consumer's handler on an SQS event and print each record's outcome and the response.
+    """Run a handler on an SQS or API Gateway event and print the outcome and the response.
 
     The handler's clients use the global --profile/--region/--endpoint-url and the stack's
-    DynamoDB endpoint. Exit 0 when no record is left for SQS to redeliver (processed,
+    DynamoDB endpoint. SQS: exit 0 when no record is left for SQS to redeliver (processed,
     duplicate, or sent to the DLQ by the layer); 1 when the handler raised or reported any
-    record failed (an error, a retryable failure, a lease held elsewhere: SQS would redeliver
-    it); 2 when the input is not an SQS event.
+    record failed (SQS would redeliver it). API: exit 0 for any answer but a 5xx, 1 for a 5xx.
+    Exit 2 when the input is neither.
     """
     folder = source_folder(consumer, source)
     payload = read_event(event)
-    check_sqs_event(payload, "stdin" if event == "-" else event)
+    api = is_api_event(payload)
+    if not api:
+        check_sqs_event(payload, "stdin" if event == "-" else event)
     target = aws_target(ctx)
     outputs = stack_outputs(target.cloudformation(), stack) if from_stack else {}
     config = deployed_configuration(target, outputs, consumer, stack) if from_stack else {}
@@ -185,7 +221,13 @@ def invoke_cmd(
     try:
         response = function(payload, context)
     except Exception as exc:  # Lambda would retry the whole batch
-        fail(f"the handler raised {type(exc).__name__}: {exc} (every record would be retried)")
+        what = "API Gateway would answer 502" if api else "every record would be retried"
+        fail(f"the handler raised {type(exc).__name__}: {exc} ({what})")
+    if api:
+        code = print_api_result(consumer, response, getattr(function, "last_result", None))
+        if code:
+            raise typer.Exit(code)
+        return
 
     print_results(consumer, getattr(function, "last_results", []))
     stdout().print_json(json.dumps(response, default=str))

@@ -19,13 +19,14 @@ from exactly_once_cli import workload_options as opts
 from exactly_once_cli.common import fail, stdout
 from exactly_once_cli.up import print_started, state_paths
 from exactly_once_ops.local_state import AlreadyUp, StateLock
+from local_aws.api_workload import ApiReport, ApiWorkload, describe, run_api_workload
 from local_aws.demo import Workload
 from local_aws.demo_report import DemoReport, build_report
 from local_aws.demo_workload import SentWorkload, send_workload
 from local_aws.local_deploy import ROOT
 from local_aws.local_stack import LocalStack
 from local_aws.poller import Poller, describe_bindings, wait_until_drained
-from local_aws.serve import serve, up_state
+from local_aws.serve import serve, start_apis, up_state
 from local_aws.signals import terminate_on_signals
 
 if TYPE_CHECKING:
@@ -103,6 +104,31 @@ def render(report: DemoReport, console: Console, title: str = "Exactly-once loca
     console.print(f"{verdict} ({report.elapsed_s:.1f}s)")
 
 
+def render_api(report: ApiReport, console: Console, name: str, endpoint: str) -> None:
+    table = Table(title=f"{name} at {endpoint} (Idempotency-Key)", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for what, count in describe(report):
+        table.add_row(what, count)
+    ledger = report.ledger
+    assert ledger is not None
+    table.add_row("keys with exactly one ledger entry", f"{ledger.executed_once}/{ledger.expected}")
+    table.add_row("keys with more than one", str(len(ledger.double_effects)))
+    table.add_row("keys whose clients got different bodies", str(len(report.inconsistent_keys)))
+    console.print(table)
+    verdict = (
+        f"[bold green]API EXACTLY ONCE[/]: {ledger.executed_once}/{ledger.expected} keys took "
+        "effect once, every client of a key got the same response"
+        if report.ok
+        else f"[bold red]API CHECK FAILED[/]: missing={sorted(ledger.missing)[:3]}, "
+        f"doubles={sorted(ledger.double_effects)[:3]}, "
+        f"inconsistent={report.inconsistent_keys[:3]}, "
+        f"422 {report.reused_refused}/{report.reused_planned}, "
+        f"400 for no key: {report.missing_key_refused}"
+    )
+    console.print(f"{verdict} ({report.elapsed_s:.1f}s)")
+
+
 def run_cmd(
     orders: opts.Orders = 200,
     payments: opts.Payments = 40,
@@ -157,6 +183,9 @@ def run_cmd(
             f"[green]✓[/] poller: {workers} worker process(es) per function "
             f"({describe_bindings(bindings)}); function logs in {LOG_DIR.relative_to(ROOT)}/"
         )
+        apis = start_apis(
+            stack, LOG_DIR, running, lambda line: console.print(f"[green]✓[/] {line}")
+        )
         sqs = stack.sqs()
         sent = send_workload(sqs, stack.outputs, workload)
         print_sent(sent, console)
@@ -174,11 +203,22 @@ def run_cmd(
             elapsed_s=time.monotonic() - started,
         )
         render(report, console)
+        api_reports = [
+            run_api_workload(
+                api.endpoint,
+                stack.ddb(),
+                stack.outputs["LedgerTableName"],
+                ApiWorkload(seed=seed, work_ms=work_ms),
+            )
+            for api in apis
+        ]
+        for api, api_report in zip(apis, api_reports, strict=True):
+            render_api(api_report, console, api.binding.api, api.endpoint)
         if paths is not None:
             state = up_state(stack, poller, {"functions": LOG_DIR})
             console.print("\nThe local stack stays up, consuming:")
             print_started(state, console)
             console.print("Ctrl-C here (or `eonce down` elsewhere) stops it.")
             serve(paths, state, poller)
-    if not report.ok:
+    if not report.ok or not all(r.ok for r in api_reports):
         raise typer.Exit(1)

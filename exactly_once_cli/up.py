@@ -34,6 +34,15 @@ def export_lines(state: UpState) -> list[str]:
     return [f"export {key}={shlex.quote(value)}" for key, value in state.environment.items()]
 
 
+def api_urls(outputs: dict[str, str]) -> dict[str, str]:
+    """`<Api>Url` outputs (the queues' are `<Consumer>QueueUrl`)."""
+    return {
+        key.removesuffix("Url"): value
+        for key, value in outputs.items()
+        if key.endswith("Url") and not key.endswith("QueueUrl")
+    }
+
+
 def print_started(state: UpState, console: Console) -> None:
     """Where the stack is and how another shell reaches it."""
     consumers = ", ".join(name.lower() for name in consumers_in(state.outputs))
@@ -41,6 +50,8 @@ def print_started(state: UpState, console: Console) -> None:
     console.print(f"  moto         {state.endpoint_url}  (SQS, CloudFormation, Lambda, S3, SNS)")
     console.print(f"  DynamoDB     {state.dynamodb_endpoint_url}  (DynamoDB Local)")
     console.print(f"  poller       {state.workers} worker process(es) per consumer")
+    for name, url in api_urls(state.outputs).items():
+        console.print(f"  API          {name} at {url}  (requests signed with SigV4)")
     logs = ", ".join(f"{name} {_short(Path(path))}" for name, path in state.logs.items())
     console.print(f"  logs         {logs}")
     console.print('In another shell (or `eval "$(eonce env)"`):')

@@ -244,7 +244,9 @@ def write_samples(directory: Path) -> list[Path]:
     """(Re)write the sample events; returns the files written."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, event in sample_events().items():
+    from exactly_once_ops.sample_api_events import api_sample_events
+
+    for name, event in {**sample_events(), **api_sample_events()}.items():
         path = directory / name
         path.write_text(render(event), encoding="utf-8")
         written.append(path)

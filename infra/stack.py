@@ -1,7 +1,8 @@
 """This repository's stack, built from the `exactly_once_cdk` constructs like any other user's.
 
 Settings come from cdk.json and `-c` flags (`infra.settings`); one `IdempotentConsumer` per
-registry entry (`infra.consumers`), with the code in `functions/`.
+registry entry (`infra.consumers`) and one `IdempotentHttpApi` per API (`infra.apis`), with the
+code in `functions/`.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from exactly_once_cdk import (
     FunctionOptions,
     IdempotencyTable,
     IdempotentConsumer,
+    IdempotentHttpApi,
     LedgerTable,
     StuckLockMonitor,
 )
 from exactly_once_cdk.functions import ASSET_EXCLUDES, retention
 from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT, LOCAL_DYNAMODB_ENDPOINT
+from infra.apis import APIS, ApiSpec
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import Settings, resolve
 
@@ -50,6 +53,7 @@ class ExactlyOnceStack(Stack):
         *,
         settings: Settings,
         consumers: tuple[ConsumerSpec, ...] = CONSUMERS,
+        apis: tuple[ApiSpec, ...] = APIS,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -80,6 +84,7 @@ class ExactlyOnceStack(Stack):
         self.ledger.throttle_alarm("Ledger", topic)
 
         self.consumers = [self._consumer(spec, options) for spec in consumers]
+        self.apis = [self._api(spec, options) for spec in apis]
         self.lock_monitor = StuckLockMonitor(
             self,
             "LockMonitor",
@@ -95,6 +100,7 @@ class ExactlyOnceStack(Stack):
             consumers=self.consumers,
             tables=[("Idempotency", self.idempotency), ("Ledger", self.ledger)],
             monitor=self.lock_monitor,
+            apis=self.apis,
         )
         CfnOutput(self, "LockMonitorFunctionName", value=self.lock_monitor.function.function_name)
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
@@ -132,4 +138,37 @@ class ExactlyOnceStack(Stack):
             # Deployed into moto the mapping must stay off: moto runs it synchronously on send
             # and deletes failed messages; the local poller does the polling instead.
             mapping_enabled=not self.settings.local_stack,
+        )
+
+    def _api(self, spec: ApiSpec, options: FunctionOptions) -> IdempotentHttpApi:
+        """The context's function tuning is the consumers' (its 30 s default timeout is over API
+        Gateway's limit): an API takes the registry's values or the construct's (29 s, 256 MB).
+        The lease margin is the store's, shared with the consumers."""
+        tuning: dict[str, Any] = {}
+        if spec.timeout_seconds:
+            tuning["timeout"] = Duration.seconds(spec.timeout_seconds)
+        if spec.memory_mb:
+            tuning["memory_size"] = spec.memory_mb
+        return IdempotentHttpApi(
+            self,
+            spec.id,
+            code=lambda_.Code.from_asset(str(spec.source_path), exclude=ASSET_EXCLUDES),
+            handler=spec.handler,
+            routes=spec.routes,
+            table=self.idempotency,
+            layer=self.layer,
+            ledger=self.ledger,
+            idempotency_scope=spec.scope,
+            description=spec.description or None,
+            block_expired_leases=spec.block_expired_leases,
+            lease_margin=Duration.seconds(self.settings.lease_margin_seconds),
+            alarm_topic=self.alarm_topic.topic,
+            function_options=options,
+            # Deployed into moto the API stays out: moto's CloudFormation (5.2) has no
+            # AWS::ApiGatewayV2::* models and skips them with a warning, leaving an `ApiId`
+            # output missing, a URL of "https://None.execute-api..." and a permission for
+            # "None". The function and its FunctionName output stay: the local HTTP gateway
+            # reads the function's environment from moto and serves the routes itself.
+            create_api=not self.settings.local_stack,
+            **tuning,
         )

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT
+from infra.apis import APIS
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import DEFAULT_STACK_NAME
+from local_aws.api_server import ApiBinding, discover_api_bindings
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.lifecycle import Lifecycle
 from local_aws.local_deploy import deploy
@@ -110,6 +112,9 @@ class LocalStack(Lifecycle):
 
     def bindings(self) -> list[FunctionBinding]:
         return discover_bindings(self.client("lambda"), self.sqs(), self.outputs, CONSUMERS)
+
+    def api_bindings(self) -> list[ApiBinding]:
+        return discover_api_bindings(self.client("lambda"), self.outputs, APIS)
 
 
 def discover_bindings(

@@ -14,6 +14,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,7 @@ from exactly_once_ops.local_state import (
     utc_now,
 )
 from exactly_once_ops.targets import DEFAULT_STACK
+from local_aws.api_server import ApiServer
 from local_aws.local_stack import LocalStack
 from local_aws.moto_server import REGION, MotoServer
 from local_aws.poller import Poller, describe_bindings
@@ -108,7 +110,24 @@ def start(
     )
     running.enter_context(poller)
     _log(f"poller: {workers} worker(s) per function ({describe_bindings(poller.bindings)})")
+    start_apis(stack, paths.function_logs, running)
     return stack, poller, logs
+
+
+def start_apis(
+    stack: LocalStack, log_dir: Path, running: ExitStack, say: Callable[[str], None] | None = None
+) -> list[ApiServer]:
+    """Serve each API on a loopback port; its URL goes in the outputs as `<Api>Url`, where
+    API Gateway's own output would be."""
+    servers = []
+    for binding in stack.api_bindings():
+        log = log_dir / f"{binding.function_name}.log"
+        server = running.enter_context(ApiServer(binding, stack.aws_environment, log))
+        stack.outputs[f"{binding.api}Url"] = server.endpoint
+        routes = ", ".join(f"{method} {path}" for method, path in binding.routes)
+        (say or _log)(f"{binding.api}: {routes} at {server.endpoint}")
+        servers.append(server)
+    return servers
 
 
 def main(argv: list[str] | None = None) -> int:

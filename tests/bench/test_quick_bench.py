@@ -2,7 +2,8 @@
 
 A shared, loaded machine skews timings (a clean run measured 3.78x against a 4x floor), so the
 timing targets are left to `make bench`. What makes the layer faster is checked here exactly:
-the DynamoDB calls each record costs, and that one batch's 10 records run side by side.
+the DynamoDB calls each record costs, and that one batch's 10 records run side by side. The HTTP
+API row is checked the same way: its calls per first request and per replay, for both libraries.
 Everything runs against the session's DynamoDB Local.
 """
 
@@ -14,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from benchmarks import chart, harness, report
+from benchmarks.api import ARMS, ApiCase, Clock
 from benchmarks.calls import Case
 from benchmarks.concurrency import Overlap, batch_overlap
 from benchmarks.instrument import CallCounter, add_latency
 from benchmarks.rig import Rig, Variant
 from benchmarks.settings import SMOKE
-from benchmarks.targets import EXPECTED_CALLS, evaluate
+from benchmarks.targets import API_EXPECTED_CALLS, EXPECTED_CALLS, evaluate
 from local_aws.dynamodb_local import DynamoDBLocal
 
 BATCH = 10  # an SQS batch, and the layer's default concurrency
@@ -53,6 +55,32 @@ def test_powertools_calls_are_counted_the_same_way(results: harness.Results) -> 
     assert powertools[Case.DUPLICATE] == {"dynamodb.PutItem": records}
 
 
+def test_api_calls_per_request_are_exact_for_both_libraries(results: harness.Results) -> None:
+    """The layer: one UpdateItem to acquire and one to complete, and a replay is the acquire
+    refused with the stored response in it. Powertools: a conditional PutItem, then an
+    UpdateItem with the response, and a replay is the PutItem refused (ALL_OLD)."""
+    requests = SMOKE.api_call_requests
+    calls = {(c.variant, c.case): c.calls for c in results.api.calls}
+    assert calls == {
+        (Variant.LAYER, ApiCase.FIRST): {"dynamodb.UpdateItem": 2 * requests},
+        (Variant.LAYER, ApiCase.REPLAY): {"dynamodb.UpdateItem": requests},
+        (Variant.POWERTOOLS, ApiCase.FIRST): {
+            "dynamodb.PutItem": requests,
+            "dynamodb.UpdateItem": requests,
+        },
+        (Variant.POWERTOOLS, ApiCase.REPLAY): {"dynamodb.PutItem": requests},
+    }
+    layer = {case: results.api.counts(Variant.LAYER, case).per_request() for case in ApiCase}
+    assert layer == API_EXPECTED_CALLS
+
+
+def test_api_overhead_is_measured_for_every_arm(results: harness.Results) -> None:
+    """The timing path runs (its values are `make bench`'s to judge, not this test's)."""
+    timings = results.api.timings
+    assert set(timings.samples) == {(c, case, a) for c in Clock for case in ApiCase for a in ARMS}
+    assert all(len(s) == SMOKE.api_repetitions for s in timings.samples.values())
+
+
 def test_layer_runs_all_records_of_a_batch_at_once(rig: Rig) -> None:
     """Each call waits at a barrier until all 10 are inside, so 10 is exact, not a sample.
 
@@ -75,6 +103,11 @@ def test_report_and_chart_are_written(results: harness.Results, tmp_path: Path) 
     for target in targets:
         assert target.name in text
     assert "| new | **2** |" in text
+    assert "| first request | **2** | UpdateItem 2 | **2** | PutItem 1 + UpdateItem 1 |" in text
+    assert "| replay | **1** | UpdateItem 1 | **1** | PutItem 1 |" in text
+    exact = [t for t in targets if t.name.startswith("API: DynamoDB calls")]
+    assert len(exact) == len(ApiCase)
+    assert all(t.passed for t in exact)
     png = tmp_path / "benchmarks.png"
     chart.draw(results, png)
     assert png.read_bytes().startswith(b"\x89PNG")

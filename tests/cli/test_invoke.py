@@ -335,3 +335,33 @@ def test_the_handler_uses_the_stacks_dynamodb_endpoint(
     record = IdempotencyStore(fresh_idempotency_table, client=ddb).get(scope, "s-1")
     assert record is not None
     assert record.status == "COMPLETED"
+
+
+def test_an_api_gateway_sample_runs_the_payment_once_in_every_event_shape(
+    cli: Invoke,
+    fresh_idempotency_table: str,
+    ledger_table: str,
+    scope: str,
+    at_dynamodb_local: None,
+    ddb: DynamoDBClient,
+) -> None:
+    """The three committed shapes carry one request: the first runs, the others replay it;
+    the sample without a key gets the 400 and exits 0 (an answer, not a server error)."""
+    env = [
+        *("--env", f"IDEMPOTENCY_TABLE={fresh_idempotency_table}"),
+        *("--env", f"LEDGER_TABLE={ledger_table}"),
+        *("--env", f"API_SCOPE={scope}"),
+    ]
+    outcomes = []
+    for name in ("http-api", "rest-api", "function-url", "no-key"):
+        event = str(EVENTS / f"api-payment-{name}.json")
+        result = cli("invoke", "PaymentsApi", "--no-from-stack", "-e", event, *env)
+        assert result.exit_code == 0, result.output
+        # the handler's JSON logs and EMF metrics share stdout, as they would in Lambda
+        (line,) = [x for x in result.stdout.splitlines() if x.startswith("PaymentsApi:")]
+        outcomes.append(line)
+    assert outcomes[0].startswith("PaymentsApi: processed -> HTTP 201")
+    assert outcomes[1].startswith("PaymentsApi: replayed -> HTTP 201")
+    assert outcomes[2].startswith("PaymentsApi: replayed -> HTTP 201")
+    assert outcomes[3].startswith("PaymentsApi: bad_request -> HTTP 400")
+    assert ddb.scan(TableName=ledger_table)["Count"] == 1

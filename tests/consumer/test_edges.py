@@ -27,7 +27,7 @@ from exactly_once import (
     Status,
     schema,
 )
-from exactly_once import processor as processor_module
+from exactly_once import completion as completion_module
 from exactly_once.ledger import record_effect
 from fault_injection.throttling import install_throttling
 from local_aws.poller import to_lambda_record
@@ -351,10 +351,10 @@ def test_completion_retries_are_bounded_without_a_lambda_context(
         return "done"
 
     no_waiting = SimpleNamespace(time=time.time, sleep=lambda _: None)
-    monkeypatch.setattr(processor_module, "time", no_waiting)  # the layer's backoff only
+    monkeypatch.setattr(completion_module, "time", no_waiting)  # the layer's backoff only
     consumer = make_consumer(then_throttle_everything, dynamodb_client=client)
     record = sqs_record({"id": "b-1"})
     response = consumer(event(record), None)  # no Lambda context: no deadline to stop it
     assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
     assert outcomes(consumer) == [Outcome.ERROR]
-    assert throttled == ["UpdateItem"] * (2 * processor_module.COMPLETE_ATTEMPTS)
+    assert throttled == ["UpdateItem"] * (2 * completion_module.COMPLETE_ATTEMPTS)

@@ -76,3 +76,21 @@ def test_a_cycle_is_found() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_a_queue_consumer_never_loads_the_http_modules() -> None:
+    """The HTTP entry point loads on first use: a queue consumer's cold start stays as lean."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, exactly_once\n"
+        "from exactly_once import sqs_consumer, RecordContext\n"
+        "print(sorted(m for m in sys.modules if m.startswith('exactly_once.http')))\n"
+        "exactly_once.idempotent_api\n"
+        "print(sorted(m for m in sys.modules if m.startswith('exactly_once.http'))[:1])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["[]", "['exactly_once.http_api']"]

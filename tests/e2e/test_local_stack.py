@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from exactly_once import ErrorInfo, IdempotencyStore
 from exactly_once_cli.app import app
+from local_aws.api_server import ApiServer
+from local_aws.api_workload import ApiWorkload, run_api_workload, summary
 from local_aws.demo import Workload
 from local_aws.demo_report import build_report
 from local_aws.demo_workload import send_workload
@@ -104,3 +106,31 @@ def test_locks_lists_and_resets_failed_records(
     )
     cli(stack, monkeypatch, "locks", "reset", "orders", "failed-1", "--stack", "E2e")
     assert store.acquire("orders", "failed-1", lease_ms=1_000, owner="x:z").acquired
+
+
+def test_the_deployed_api_serves_idempotent_requests_through_the_local_gateway(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`make run`'s API part: concurrent clients per key, reused keys, a missing key; each
+    key's payment is in the ledger once and every client of a key got the same body."""
+    (binding,) = stack.api_bindings()
+    assert binding.routes == (("POST", "/payments"),)
+    assert binding.environment["API_SCOPE"] == "payments-api"
+    with ApiServer(binding, stack.aws_environment, tmp_path / "api.log") as server:
+        report = run_api_workload(
+            server.endpoint,
+            stack.ddb(),
+            stack.outputs["LedgerTableName"],
+            ApiWorkload(payments=12, clients_per_key=4, reused=2, transient_ratio=0.25, seed=3),
+        )
+    assert summary(report) | {"elapsed_s": 0} == summary(report) | {
+        "elapsed_s": 0,
+        "inconsistent_keys": [],
+        "reused_refused": 2,
+        "missing_key_refused": True,
+        "ok": True,
+    }
+    assert report.ledger is not None
+    assert report.ledger.executed_once == report.ledger.expected == 12
+    assert report.statuses[201] == 12 * 4  # every client ends with the payment's response
+    assert report.replays == 12 * 4 - 12  # ... of which one per key ran it

@@ -59,6 +59,7 @@ def test_sigterm_during_the_stay_up_phase_stops_every_child(tmp_path: Path) -> N
 
     assert proc.returncode == 0, err  # the report passed; SIGTERM ended the stay-up phase
     assert "EXACTLY ONCE" in out
+    assert "API EXACTLY ONCE: 30/30 keys took effect once" in out
     assert "Orders: batch 10, timeout 3s; Payments: batch 10, timeout 3s" in out
     assert "export AWS_DEFAULT_REGION=us-east-1" in out
     assert "leaked semaphore" not in err

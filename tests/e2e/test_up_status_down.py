@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from exactly_once import IdempotencyStore
 from exactly_once_cli.app import app
+from exactly_once_ops.api_client import ApiClient
 from exactly_once_ops.local_state import STATE_DIR_ENV, StatePaths, UpState
 from local_aws.processes import (
     ProcessId,
@@ -149,6 +150,26 @@ def test_up_prints_exports_and_publishes_its_state(up: Up) -> None:
     (stack,) = up.client("cloudformation").describe_stacks(StackName=up.state.stack)["Stacks"]
     described = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
     assert described["LocalDynamoDbEndpoint"] == up.state.dynamodb_endpoint_url
+
+
+def test_the_api_is_served_and_named_in_the_state(up: Up) -> None:
+    url = up.outputs("PaymentsApiUrl")
+    assert f"API          PaymentsApi at {url}" in up.output
+    client = ApiClient(url).as_caller("AKIAUPTEST")
+    body = {"accountId": "acct-up", "amount": "3.00"}
+    first = client.request("POST", "/payments", body=body, key="up-once")
+    again = client.request("POST", "/payments", body=body, key="up-once")
+    assert first.status == 201
+    assert again.replayed
+    assert again.body == first.body
+    assert (
+        client.request("POST", "/payments", body={**body, "amount": "4"}, key="up-once").status
+        == 422
+    )
+    ledger = up.client("dynamodb").scan(TableName=up.outputs("LedgerTableName"))["Items"]
+    assert [i["pk"]["S"] for i in ledger if "up-once" in i["pk"]["S"]] == [
+        "iam:arn:aws:iam::123456789012:user/AKIAUPTEST|up-once"
+    ]
 
 
 def test_a_second_up_says_one_is_running(up: Up) -> None:

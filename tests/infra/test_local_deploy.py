@@ -17,7 +17,7 @@ import pytest
 
 from local_aws.local_deploy import DeployError, deploy
 from local_aws.moto_server import REGION, MotoServer
-from tests.infra.test_template import OUTPUTS
+from tests.infra.test_template import LOCAL_OUTPUTS
 
 STACK = "ExactlyOnceSqs"
 
@@ -53,8 +53,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
 def test_stack_created_with_every_output(deployed: Deployed) -> None:
     (stack,) = deployed.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"]
     assert stack["StackStatus"] == "CREATE_COMPLETE"
-    assert set(deployed.outputs) == OUTPUTS
-    assert {o["OutputKey"] for o in stack["Outputs"]} == OUTPUTS
+    assert set(deployed.outputs) == LOCAL_OUTPUTS
+    assert {o["OutputKey"] for o in stack["Outputs"]} == LOCAL_OUTPUTS
 
 
 def test_local_template_needs_no_bootstrap_and_maps_nothing(deployed: Deployed) -> None:

@@ -28,7 +28,13 @@ OUTPUTS = {
     "LedgerTableName",
     "LockMonitorFunctionName",
     "AlarmTopicArn",
+    "PaymentsApiFunctionName",
+    "PaymentsApiUrl",
+    "PaymentsApiApiId",
 }
+# Deployed into moto the HTTP API is left out (no ApiGatewayV2 in moto's CloudFormation); its
+# function and FunctionName output stay.
+LOCAL_OUTPUTS = OUTPUTS - {"PaymentsApiUrl", "PaymentsApiApiId"}
 
 
 def ref_id(value: Any) -> str:
@@ -257,7 +263,7 @@ class TestLayerAndFunctions:
     def test_every_function(self, default_synth: Synth) -> None:
         layer_id, _ = default_synth.resource("AWS::Lambda::LayerVersion", "SharedLayer")
         functions = default_synth.resources("AWS::Lambda::Function")
-        assert len(functions) == 3
+        assert len(functions) == 4  # two consumers, the lock monitor, PaymentsApi
         for logical_id, function in functions.items():
             props = function["Properties"]
             assert props["Runtime"] == "python3.14", logical_id
@@ -403,7 +409,7 @@ class TestAlarms:
     def test_every_alarm_notifies_the_topic(self, default_synth: Synth) -> None:
         topic_id, _ = default_synth.resource("AWS::SNS::Topic", "AlarmsTopic")
         alarms = default_synth.resources("AWS::CloudWatch::Alarm")
-        assert len(alarms) == 2 * 5 + 2 + 2  # per consumer, table throttles, monitor
+        assert len(alarms) == 2 * 5 + 2 + 2 + 3  # per consumer, table throttles, monitor, API
         for alarm in alarms.values():
             props = alarm["Properties"]
             assert props["AlarmActions"] == [{"Ref": topic_id}]

@@ -42,7 +42,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 from exactly_once_cdk import (
     AlarmTopic, ExactlyOnceLayer, FunctionOptions, IdempotencyTable, IdempotentConsumer,
-    StuckLockMonitor,
+    IdempotentHttpApi, StuckLockMonitor,
 )
 
 app = App()
@@ -55,6 +55,10 @@ IdempotentConsumer(
     alarm_topic=alarms.topic, **__OPTIONS__
 )
 StuckLockMonitor(stack, "Monitor", table=table, layer=layer, alarm_topic=alarms.topic)
+IdempotentHttpApi(
+    stack, "Checkout", code=lambda_.Code.from_asset("handler"), table=table, layer=layer,
+    routes=[("POST", "/checkouts")], alarm_topic=alarms.topic,
+)
 Validations.of(app).add_plugins(AwsSolutionsChecks(app))
 app.synth()
 """
@@ -362,11 +366,33 @@ def test_outputs_name_the_consumer(default: Resources) -> None:
     assert default.outputs["OrdersFunctionName"]["Value"] == {"Ref": function_id}
 
 
+def test_http_api(default: Resources) -> None:
+    """IAM on the route, the `$default` stage throttled and logged, the outputs named."""
+    api_id, _ = default.one("AWS::ApiGatewayV2::Api")
+    function_id, _ = default.one("AWS::Lambda::Function", "Checkout")
+    _, route = default.one("AWS::ApiGatewayV2::Route")
+    assert route["Properties"]["RouteKey"] == "POST /checkouts"
+    assert route["Properties"]["AuthorizationType"] == "AWS_IAM"
+    _, stage = default.one("AWS::ApiGatewayV2::Stage")
+    assert stage["Properties"]["StageName"] == "$default"
+    assert set(stage["Properties"]["DefaultRouteSettings"]) == {
+        "ThrottlingRateLimit",
+        "ThrottlingBurstLimit",
+    }
+    assert "$context.requestId" in stage["Properties"]["AccessLogSettings"]["Format"]
+    assert default.outputs["CheckoutApiId"]["Value"] == {"Ref": api_id}
+    assert default.outputs["CheckoutFunctionName"]["Value"] == {"Ref": function_id}
+    assert "CheckoutUrl" in default.outputs
+    _, function = default.one("AWS::Lambda::Function", "Checkout")
+    assert function["Properties"]["Environment"]["Variables"]["API_SCOPE"] == "checkout"
+    assert function["Properties"]["Timeout"] == 29
+
+
 def test_alarms_notify_the_topic(default: Resources) -> None:
     topic_id, _ = default.one("AWS::SNS::Topic")
     alarms = default.of_type("AWS::CloudWatch::Alarm")
-    # The consumer's five and the monitor's two.
-    assert len(alarms) == 7, list(alarms)
+    # The consumer's five, the monitor's two and the HTTP API's three.
+    assert len(alarms) == 10, list(alarms)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]

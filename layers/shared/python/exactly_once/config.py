@@ -1,4 +1,8 @@
-"""Consumer configuration: environment variables, overridden by decorator keyword arguments."""
+"""Entry-point configuration: environment variables, overridden by decorator keyword arguments.
+
+The queue consumer and the HTTP API read the same store settings (table, TTLs, lease, result
+cap) from the same variables; each adds its own.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from exactly_once.errors import ConfigurationError
 from exactly_once.lease import LeasePolicy
 
 
-def _env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -20,7 +24,7 @@ def _env_int(name: str, default: int) -> int:
         raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from exc
 
 
-def _env_bool(name: str, default: bool) -> bool:
+def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -59,31 +63,44 @@ class ConsumerConfig:
     def resolve(cls, overrides: dict[str, Any]) -> ConsumerConfig:
         """Read the environment now (not at import), so tests and local tools can set it."""
         given = {k: v for k, v in overrides.items() if v is not None}
-        table = given.pop("table_name", None) or os.environ.get("IDEMPOTENCY_TABLE")
-        if not table:
-            raise ConfigurationError("IDEMPOTENCY_TABLE is not set and no table was given")
-        scope = (
-            given.pop("scope", None)
-            or os.environ.get("CONSUMER_SCOPE")
-            or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
-        )
-        if not scope:
-            raise ConfigurationError("set CONSUMER_SCOPE (or pass scope=) to name the key space")
-        lease = given.pop("lease", None) or LeasePolicy(
-            margin_ms=_env_int("LEASE_MARGIN_MS", 5_000),
-            max_ms=_env_int("LEASE_MAX_MS", 0) or None,
-        )
         defaults: dict[str, Any] = {
+            **store_settings(given, "CONSUMER_SCOPE"),
             "dead_letter_queue_url": os.environ.get("DEAD_LETTER_QUEUE_URL") or None,
-            "concurrency": _env_int("BATCH_CONCURRENCY", 10),
-            "block_takeover": _env_bool("BLOCK_EXPIRED_LEASES", False),
-            "deadline_margin_ms": _env_int("DEADLINE_MARGIN_MS", 0) or None,
-            "record_ttl_s": _env_int("RECORD_TTL_SECONDS", 15 * 86_400),
-            "failed_ttl_s": _env_int("FAILED_TTL_SECONDS", 30 * 86_400),
+            "concurrency": env_int("BATCH_CONCURRENCY", 10),
+            "deadline_margin_ms": env_int("DEADLINE_MARGIN_MS", 0) or None,
         }
         if "fingerprint_fields" in given:
             given["fingerprint_fields"] = tuple(given["fingerprint_fields"])
-        config = cls(table_name=table, scope=scope, lease=lease, **{**defaults, **given})
+        config = cls(**{**defaults, **given})
         if config.concurrency < 1:
             raise ConfigurationError("concurrency must be at least 1")
         return config
+
+
+def store_settings(
+    given: dict[str, Any], scope_variable: str, record_ttl_s: int = 15 * 86_400
+) -> dict[str, Any]:
+    """The settings every entry point shares, from the environment; pops table, scope and
+    lease from `given` (the rest of `given` overrides the returned defaults)."""
+    table = given.pop("table_name", None) or os.environ.get("IDEMPOTENCY_TABLE")
+    if not table:
+        raise ConfigurationError("IDEMPOTENCY_TABLE is not set and no table was given")
+    scope = (
+        given.pop("scope", None)
+        or os.environ.get(scope_variable)
+        or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+    )
+    if not scope:
+        raise ConfigurationError(f"set {scope_variable} (or pass scope=) to name the key space")
+    lease = given.pop("lease", None) or LeasePolicy(
+        margin_ms=env_int("LEASE_MARGIN_MS", 5_000),
+        max_ms=env_int("LEASE_MAX_MS", 0) or None,
+    )
+    return {
+        "table_name": table,
+        "scope": scope,
+        "lease": lease,
+        "block_takeover": env_bool("BLOCK_EXPIRED_LEASES", False),
+        "record_ttl_s": env_int("RECORD_TTL_SECONDS", record_ttl_s),
+        "failed_ttl_s": env_int("FAILED_TTL_SECONDS", 30 * 86_400),
+    }

@@ -11,10 +11,10 @@ from exactly_once import observability
 from exactly_once.batch import batch_response, run_batch
 from exactly_once.config import ConsumerConfig
 from exactly_once.keys import KeySpec
-from exactly_once.lease import LeasePolicy
+from exactly_once.lease import LeasePolicy, remaining_ms
 from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.processor import Handler, RecordProcessor, remaining_ms
+from exactly_once.processor import Handler, RecordProcessor
 from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:

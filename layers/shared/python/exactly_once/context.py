@@ -1,40 +1,41 @@
-"""`RecordContext` on its own: effects and the ledger take one, the processor makes one, and
-none of them has to import another for it."""
+"""What a business function learns about the work it runs for, per entry point.
+
+Fenced effects (effects.py) and the ledger need only the lock, the key and where the work came
+from, so they take a `LockedContext`; each entry point's context adds its own fields.
+`RecordContext` lives here on its own so that effects, the ledger and the processor need not
+import each other for it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exactly_once.messages import SqsMessage
 from exactly_once.records import Lock
 from exactly_once.store import IdempotencyStore
 
+if TYPE_CHECKING:  # the queue path never loads the HTTP modules
+    from exactly_once.http_request import HttpRequest
 
-@dataclass
-class RecordContext:
-    """What the business function learns about the record it runs for."""
 
-    message_id: str
+class LockedContext:
+    """The lock one execution holds on a record: its key, fence and attempt."""
+
     key: str
     fence: int  # strictly increases per key across holders: pass it downstream as a fence
     attempt: int
-    record: dict[str, Any]
-    lambda_context: Any = None
-    _store: IdempotencyStore | None = field(default=None, repr=False)
-    _lock: Lock | None = field(default=None, repr=False)
-    _message: SqsMessage | None = field(default=None, repr=False)
+    _store: IdempotencyStore | None
+    _lock: Lock | None
 
     @property
-    def message(self) -> SqsMessage:
-        """The record, typed: the one read at the entry (a context made by hand reads its own)."""
-        if self._message is None:
-            self._message = SqsMessage.from_record(self.record)
-        return self._message
+    def origin_id(self) -> str:
+        """What started the work (a message id, a request id): written beside its effects."""
+        raise NotImplementedError
 
     @property
     def scope(self) -> str:
-        """The consumer's key space (the record id is "{scope}#{key}")."""
+        """The entry point's key space (the record id is "{scope}#{key}")."""
         if self._lock is None:
             return ""
         return self._lock.record_id[: -len(self.key) - 1] if self.key else self._lock.record_id
@@ -47,3 +48,50 @@ class RecordContext:
         if result.ok and result.lock is not None:
             self._lock = result.lock
         return result.ok
+
+
+@dataclass
+class RecordContext(LockedContext):
+    """An SQS record's: the message it came in."""
+
+    message_id: str
+    key: str
+    fence: int
+    attempt: int
+    record: dict[str, Any]
+    lambda_context: Any = None
+    _store: IdempotencyStore | None = field(default=None, repr=False)
+    _lock: Lock | None = field(default=None, repr=False)
+    _message: SqsMessage | None = field(default=None, repr=False)
+
+    @property
+    def origin_id(self) -> str:
+        return self.message_id
+
+    @property
+    def message(self) -> SqsMessage:
+        """The record, typed: the one read at the entry (a context made by hand reads its own)."""
+        if self._message is None:
+            self._message = SqsMessage.from_record(self.record)
+        return self._message
+
+
+@dataclass
+class RequestContext(LockedContext):
+    """An HTTP request's. `key` is the record's key (the caller and the Idempotency-Key
+    together), so effects keyed by it are per caller too."""
+
+    request_id: str
+    key: str
+    fence: int
+    attempt: int
+    idempotency_key: str
+    caller: str
+    request: HttpRequest
+    lambda_context: Any = None
+    _store: IdempotencyStore | None = field(default=None, repr=False)
+    _lock: Lock | None = field(default=None, repr=False)
+
+    @property
+    def origin_id(self) -> str:
+        return self.request_id

@@ -24,7 +24,7 @@ from exactly_once.records import Lock, StoredRecord
 from exactly_once.schema import Status
 
 if TYPE_CHECKING:
-    from exactly_once.context import RecordContext
+    from exactly_once.context import LockedContext
 
 
 class LeaseLost(Exception):
@@ -32,7 +32,7 @@ class LeaseLost(Exception):
 
 
 def put_once(
-    ctx: RecordContext,
+    ctx: LockedContext,
     table: str,
     item: dict[str, Any],
     key_names: Sequence[str] | None = None,

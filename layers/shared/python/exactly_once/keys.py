@@ -44,11 +44,13 @@ def resolve_key(spec: KeySpec, message: SqsMessage, body: Any) -> str:
 
     if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
         raise MissingKey(f"no idempotency key at {where} (found {type(value).__name__})")
-    key = str(value)
+    return storable_key(str(value))
+
+
+def storable_key(key: str) -> str:
+    """`key`, or its SHA-256 when it is too long for a partition key or not valid UTF-8."""
     try:
         fits = len(key.encode("utf-8")) <= MAX_KEY_BYTES
     except UnicodeEncodeError:  # a lone surrogate (valid JSON) cannot be stored as a string
         fits = False
-    if not fits:
-        key = "sha256:" + sha256_hex(key)
-    return key
+    return key if fits else "sha256:" + sha256_hex(key)

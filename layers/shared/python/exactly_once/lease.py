@@ -7,6 +7,7 @@ takeover must wait until the old invocation is certainly dead.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,3 +31,17 @@ class LeasePolicy:
             remaining = max(0, int(context.get_remaining_time_in_millis()))
         lease = remaining + self.margin_ms
         return min(lease, self.max_ms) if self.max_ms is not None else lease
+
+
+def remaining_ms(context: Any) -> float:
+    """The invocation's time left; infinite without a Lambda context (a local script)."""
+    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+        return float(context.get_remaining_time_in_millis())
+    return math.inf
+
+
+def owner(context: Any) -> str:
+    """Who holds a lock, for people reading the record: function and request id."""
+    function = getattr(context, "function_name", None) or "local"
+    request = getattr(context, "aws_request_id", None) or "-"
+    return f"{function}:{request}"

@@ -20,7 +20,7 @@ from exactly_once import clients
 from exactly_once.effects import put_once
 
 if TYPE_CHECKING:
-    from exactly_once.context import RecordContext
+    from exactly_once.context import LockedContext
 
 
 def _entry(
@@ -37,10 +37,10 @@ def _entry(
 
 
 def record_effect(
-    ctx: RecordContext, detail: dict[str, Any], table: str | None = None, name: str = "effect"
+    ctx: LockedContext, detail: dict[str, Any], table: str | None = None, name: str = "effect"
 ) -> str | None:
     """Write this key's one `name` entry, fenced; None when it was already applied."""
-    item = _entry(ctx.key, f"{ctx.scope}#{name}", ctx.fence, ctx.message_id, detail)
+    item = _entry(ctx.key, f"{ctx.scope}#{name}", ctx.fence, ctx.origin_id, detail)
     if put_once(ctx, table or os.environ["LEDGER_TABLE"], item, key_names=("pk", "sk")):
         return str(item["sk"]["S"])
     return None

@@ -58,17 +58,22 @@ def emit_batch_metrics(scope: str, results: list[RecordResult]) -> None:
     """One EMF document per batch: a count per outcome, plus takeovers, dimensioned by consumer."""
     if not results:
         return
-    from aws_lambda_powertools.metrics import MetricUnit
-
     counts = {
         name: sum(r.outcome is outcome for r in results) for outcome, name in METRIC_NAMES.items()
     }
     counts["Takeovers"] = sum(r.takeover for r in results)
     counts["DeadLettered"] = sum(r.dead_lettered for r in results)
+    emit_counts("consumer", scope, counts)
+
+
+def emit_counts(dimension: str, value: str, counts: dict[str, int]) -> None:
+    """One EMF document with the non-zero counts, under one dimension (consumer, api)."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
     with _metrics_lock:
         metrics = _metrics_instance()
-        metrics.add_dimension(name="consumer", value=scope)
-        for name, value in counts.items():
-            if value:
-                metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        metrics.add_dimension(name=dimension, value=value)
+        for name, count in counts.items():
+            if count:
+                metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
         metrics.flush_metrics()

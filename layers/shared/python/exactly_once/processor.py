@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, observability
 from exactly_once.codec import fingerprint
+from exactly_once.completion import complete_durably
 from exactly_once.config import ConsumerConfig
 from exactly_once.context import RecordContext
 from exactly_once.dead_letter import send_to_dead_letter_queue
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import PermanentError, UnusableInput
 from exactly_once.keys import KeySpec, resolve_key
+from exactly_once.lease import owner, remaining_ms
 from exactly_once.messages import SqsMessage, parse_body, queue_url_from_arn
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.records import AcquireStatus, ErrorInfo, StoredRecord
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[Any, RecordContext], Any]
 MAX_VISIBILITY_S = 43_200
-COMPLETE_ATTEMPTS = 4  # each is botocore's own retries; bounded even with no Lambda deadline
 
 
 class RecordProcessor:
@@ -132,7 +133,7 @@ class RecordProcessor:
                 self.config.scope,
                 key,
                 lease_ms=self.config.lease.lease_ms(context),
-                owner=_owner(context),
+                owner=owner(context),
                 fingerprint=fp,
                 block_takeover=self.config.block_takeover,
                 replay_nonce=message.replay_nonce,
@@ -214,37 +215,24 @@ class RecordProcessor:
     def _complete(
         self, ctx: RecordContext, result: Any, takeover: bool, context: Any, margin_ms: float
     ) -> RecordResult:
-        """Record completion, retrying past botocore's own retries: at most COMPLETE_ATTEMPTS
-        times, and only while the invocation has time left.
-
-        The work has happened; losing the completion would let a later takeover run it again.
-        Bounded all the same, so a local script without a Lambda context cannot spin forever.
-        """
         assert ctx._lock is not None
-        delay = 0.1
-        for attempt in range(1, COMPLETE_ATTEMPTS + 1):
-            try:
-                written = self.store.complete(ctx._lock, result)
-                break
-            except Exception as exc:
-                last = attempt == COMPLETE_ATTEMPTS
-                if last or remaining_ms(context) < margin_ms / 2 + delay * 1000:
-                    observability.logger().error(
-                        "completion could not be recorded; the record stays IN_PROGRESS until "
-                        "its lease expires and may then run again",
-                        extra={"message_id": ctx.message_id, "key": ctx.key, "error": repr(exc)},
-                    )
-                    return RecordResult(
-                        ctx.message_id,
-                        Outcome.ERROR,
-                        True,
-                        key=ctx.key,
-                        reason=f"complete: {exc!r}",
-                        fence=ctx.fence,
-                        takeover=takeover,
-                    )
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        try:
+            written = complete_durably(self.store, ctx._lock, result, context, margin_ms / 2)
+        except Exception as exc:
+            observability.logger().error(
+                "completion could not be recorded; the record stays IN_PROGRESS until "
+                "its lease expires and may then run again",
+                extra={"message_id": ctx.message_id, "key": ctx.key, "error": repr(exc)},
+            )
+            return RecordResult(
+                ctx.message_id,
+                Outcome.ERROR,
+                True,
+                key=ctx.key,
+                reason=f"complete: {exc!r}",
+                fence=ctx.fence,
+                takeover=takeover,
+            )
         if not written.ok:
             holder = written.current
             observability.logger().error(
@@ -364,18 +352,6 @@ class RecordProcessor:
             extra={"message_id": mid, "key": key, "error": repr(exc)},
         )
         return RecordResult(mid, Outcome.ERROR, True, key=key, reason=f"{step}: {exc!r}")
-
-
-def remaining_ms(context: Any) -> float:
-    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
-        return float(context.get_remaining_time_in_millis())
-    return math.inf
-
-
-def _owner(context: Any) -> str:
-    function = getattr(context, "function_name", None) or "local"
-    request = getattr(context, "aws_request_id", None) or "-"
-    return f"{function}:{request}"
 
 
 def _attempts(record: StoredRecord | None) -> int:

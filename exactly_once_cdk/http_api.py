@@ -1,0 +1,336 @@
+"""`IdempotentHttpApi`: an HTTP API (API Gateway v2) in front of one idempotent Lambda function.
+
+Secure defaults throughout: every route IAM-authorized (SigV4) unless another authorizer is
+given, a `$default` stage with throttling and JSON access logs in a log group of its own, a role
+with item-level table rights only, and alarms on 5xx answers, function errors and throttles.
+Every default is a keyword; `api_props` and `stage_props` override or add any keyword of
+`HttpApi` and `HttpStage`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jsii
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk.aws_apigatewayv2_authorizers import HttpIamAuthorizer
+from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
+from constructs import Construct
+
+from exactly_once_cdk import outputs as names
+from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.consumer import LEASE_MARGIN, METRICS_NAMESPACE
+from exactly_once_cdk.functions import FunctionOptions, python_function
+from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+
+# API Gateway ends an HTTP API's Lambda integration after 30 s (its maximum) and answers 503.
+# The function must give up first, so that the record's lease ends with the request and the
+# client's retry finds a settled record rather than a lock held by a request nobody awaits.
+INTEGRATION_LIMIT = Duration.seconds(30)
+TIMEOUT = Duration.seconds(29)
+ROUTES: tuple[tuple[str, str], ...] = (("POST", "/payments"),)
+DEFAULT_STAGE = "$default"
+
+# The stage's access log line, one JSON object per request. Who called (the SigV4 principal
+# with IAM authorization), what route, what came back, and why an integration failed. No
+# request header is logged: HTTP APIs offer no header variables in access logs, so the
+# Idempotency-Key (and any Authorization) stays out of them.
+ACCESS_LOG_FIELDS: dict[str, str] = {
+    "requestId": "$context.requestId",
+    "requestTime": "$context.requestTime",
+    "ip": "$context.identity.sourceIp",
+    "callerAccount": "$context.identity.accountId",
+    "caller": "$context.identity.caller",
+    "principal": "$context.identity.userArn",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationStatus": "$context.integrationStatus",
+    "integrationLatency": "$context.integrationLatency",
+    "integrationError": "$context.integrationErrorMessage",
+    "errorMessage": "$context.error.message",
+    "authorizerError": "$context.authorizer.error",
+}
+ACCESS_LOG_FORMAT = json.dumps(ACCESS_LOG_FIELDS, separators=(",", ":"))
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogSettings:
+    """`HttpStage.access_log_settings` is an interface (no struct), so a class implements it."""
+
+    def __init__(self, log_group: logs.ILogGroup) -> None:
+        self._destination = apigwv2.LogGroupLogDestination(log_group)
+        self._format = apigw.AccessLogFormat.custom(ACCESS_LOG_FORMAT)
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return self._format
+
+
+def check_timeout(construct_id: str, timeout: Duration) -> None:
+    seconds = timeout.to_seconds()
+    if seconds >= INTEGRATION_LIMIT.to_seconds():
+        raise ValueError(
+            f"{construct_id}: timeout {seconds:g} s must be under API Gateway's "
+            f"{INTEGRATION_LIMIT.to_seconds():g} s integration limit (29 s at most), so the "
+            "function gives up before the API answers 503 and the retry finds the record settled"
+        )
+
+
+class IdempotentHttpApi(Construct):
+    """An HTTP API whose routes all call one function; the table and layer are shared.
+
+    `code` and `handler` are your function (a handler wrapped in `exactly_once.idempotent_api`).
+    `idempotency_scope` is the first half of every record id (`API_SCOPE`); it defaults to the
+    construct id in lower case. `authorizer` defaults to IAM (`HttpIamAuthorizer`): callers sign
+    with SigV4 and need `execute-api:Invoke`, which `grant_invoke` gives.
+
+    With `create_api=False` only the function, its grants, its alarms and the `<Id>FunctionName`
+    output are made: for emulators without API Gateway v2 (moto's CloudFormation), where a
+    local gateway invokes the function instead. With `outputs`, the stack gets `<Id>Url`,
+    `<Id>ApiId` and `<Id>FunctionName`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        table: IdempotencyTable,
+        layer: lambda_.ILayerVersion,
+        handler: str = "handler.handle",
+        routes: Sequence[tuple[str, str]] = ROUTES,
+        idempotency_scope: str | None = None,
+        description: str | None = None,
+        ledger: LedgerTable | None = None,
+        block_expired_leases: bool = False,
+        environment: Mapping[str, str] | None = None,
+        timeout: Duration = TIMEOUT,
+        memory_size: int = 256,
+        lease_margin: Duration = LEASE_MARGIN,
+        throttling_rate_limit: float = 50,
+        throttling_burst_limit: int = 100,
+        authorizer: apigwv2.IHttpRouteAuthorizer | None = None,
+        access_log_retention: logs.RetentionDays | None = None,
+        alarm_topic: sns.ITopic | None = None,
+        function_options: FunctionOptions | None = None,
+        create_api: bool = True,
+        outputs: bool = True,
+        metrics_namespace: str = METRICS_NAMESPACE,
+        api_props: Mapping[str, Any] | None = None,
+        stage_props: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        check_timeout(construct_id, timeout)
+        if not routes:
+            raise ValueError(f"{construct_id}: an API needs at least one (method, path) route")
+        self.name = construct_id
+        self.idempotency_scope = idempotency_scope or construct_id.lower()
+        self.route_specs = tuple((method.upper(), path) for method, path in routes)
+        options = function_options or FunctionOptions()
+        stack = Stack.of(self)
+        built = python_function(
+            self,
+            "Function",
+            code=code,
+            handler=handler,
+            description=description or f"Idempotent HTTP API {construct_id}",
+            layers=[layer],
+            environment={
+                "IDEMPOTENCY_TABLE": table.table_name,
+                **({"LEDGER_TABLE": ledger.table_name} if ledger else {}),
+                "API_SCOPE": self.idempotency_scope,
+                "POWERTOOLS_SERVICE_NAME": self.idempotency_scope,
+                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
+                "LEASE_MARGIN_MS": str(int(lease_margin.to_milliseconds())),
+                "BLOCK_EXPIRED_LEASES": "true" if block_expired_leases else "false",
+                **(environment or {}),
+            },
+            timeout=timeout,
+            memory_size=memory_size,
+            options=options,
+        )
+        self.function = built.function
+        self.role = built.role
+        table.grant_records(self.role)
+        if ledger is not None:
+            ledger.grant_append(self.role)
+
+        self.api: apigwv2.HttpApi | None = None
+        self.stage: apigwv2.HttpStage | None = None
+        self.access_logs: logs.LogGroup | None = None
+        self.routes: list[apigwv2.HttpRoute] = []
+        if create_api:
+            self._api(
+                authorizer=authorizer or HttpIamAuthorizer(),
+                rate_limit=throttling_rate_limit,
+                burst_limit=throttling_burst_limit,
+                log_retention=access_log_retention or options.log_retention,
+                options=options,
+                api_props=api_props or {},
+                stage_props=stage_props or {},
+            )
+        self.alarms = self._alarms(alarm_topic)
+        if outputs:
+            self._outputs(stack)
+
+    def _api(
+        self,
+        *,
+        authorizer: apigwv2.IHttpRouteAuthorizer,
+        rate_limit: float,
+        burst_limit: int,
+        log_retention: logs.RetentionDays,
+        options: FunctionOptions,
+        api_props: Mapping[str, Any],
+        stage_props: Mapping[str, Any],
+    ) -> None:
+        # No default stage: the one CDK makes has neither throttling nor access logs, and
+        # HttpApi offers no keywords for them. The explicit `$default` stage below has both.
+        api = apigwv2.HttpApi(
+            self,
+            "Api",
+            **{
+                # Named like the consumers' queues: unique per stack, readable in the console.
+                "api_name": f"{Stack.of(self).stack_name}-{self.name}",
+                "description": f"Idempotent HTTP API {self.name} (Idempotency-Key)",
+                **api_props,
+                "create_default_stage": False,
+            },
+        )
+        self.access_logs = logs.LogGroup(
+            self,
+            "AccessLogs",
+            retention=log_retention,
+            removal_policy=options.log_removal_policy,
+        )
+        # HttpStage's L2 keywords cover everything used here (throttle -> DefaultRouteSettings,
+        # access_log_settings -> AccessLogSettings), so no L1 escape hatch is needed.
+        self.stage = apigwv2.HttpStage(
+            self,
+            "Stage",
+            **{
+                "stage_name": DEFAULT_STAGE,
+                "auto_deploy": True,
+                "throttle": apigwv2.ThrottleSettings(
+                    rate_limit=rate_limit, burst_limit=burst_limit
+                ),
+                "access_log_settings": _AccessLogSettings(self.access_logs),
+                **stage_props,
+                "http_api": api,
+            },
+        )
+        integration = HttpLambdaIntegration(
+            "Integration",
+            self.function,
+            payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+        )
+        for method, path in self.route_specs:
+            self.routes += api.add_routes(
+                path=path,
+                methods=[apigwv2.HttpMethod(method)],
+                integration=integration,
+                authorizer=authorizer,
+            )
+        self.api = api
+
+    @property
+    def url(self) -> str | None:
+        """The stage's invoke URL (ends in "/"), or None without an API."""
+        return self.stage.url if self.stage is not None else None
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> None:
+        """`execute-api:Invoke` on every route of this API (what IAM authorization asks for)."""
+        for route in self.routes:
+            route.grant_invoke(grantee)
+
+    def _alarms(self, topic: sns.ITopic | None) -> list[cloudwatch.Alarm]:
+        name = self.name
+        specs: list[tuple[str, cloudwatch.IMetric, str]] = []
+        if self.api is not None:
+            specs.append(
+                (
+                    "ServerErrorsAlarm",
+                    self.api.metric_server_error(period=ALARM_PERIOD, statistic="Sum"),
+                    f"{name}: the API answered 5xx (function failures, timeouts, throttles)",
+                )
+            )
+        specs += [
+            (
+                "ErrorsAlarm",
+                self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+                f"{name}: the function failed whole invocations",
+            ),
+            (
+                "ThrottlesAlarm",
+                self.function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
+                f"{name}: the function was throttled",
+            ),
+        ]
+        return [
+            add_alarm(self, alarm_id, metric=metric, threshold=1, description=text, topic=topic)
+            for alarm_id, metric, text in specs
+        ]
+
+    def _outputs(self, stack: Stack) -> None:
+        values = {names.FUNCTION_NAME: self.function.function_name}
+        if self.api is not None and self.url is not None:
+            values[names.API_URL] = self.url
+            values[names.API_ID] = self.api.api_id
+        for suffix, value in values.items():
+            CfnOutput(stack, f"{self.name}{suffix}", value=value)
+
+    def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
+        name = self.name
+        widgets: list[cloudwatch.IWidget] = []
+        if self.api is not None:
+            api = self.api
+            widgets += [
+                cloudwatch.GraphWidget(
+                    title=f"{name} requests",
+                    left=[
+                        api.metric_count(statistic="Sum"),
+                        api.metric_client_error(statistic="Sum"),
+                        api.metric_server_error(statistic="Sum"),
+                    ],
+                    width=8,
+                ),
+                cloudwatch.GraphWidget(
+                    title=f"{name} latency",
+                    left=[
+                        api.metric_latency(statistic="p99"),
+                        api.metric_integration_latency(statistic="p99"),
+                    ],
+                    width=8,
+                ),
+            ]
+        widgets.append(
+            cloudwatch.GraphWidget(
+                title=f"{name} function",
+                left=[
+                    self.function.metric_invocations(statistic="Sum"),
+                    self.function.metric_errors(statistic="Sum"),
+                    self.function.metric_throttles(statistic="Sum"),
+                ],
+                right=[self.function.metric_duration(statistic="p99")],
+                width=8,
+            )
+        )
+        return widgets

@@ -1,0 +1,474 @@
+"""`@idempotent_api`: an API Gateway (REST or HTTP API) or function URL handler whose
+state-changing requests run once per Idempotency-Key, with the response replayed after.
+
+The semantics are the IETF httpapi draft's: 400 for a missing or malformed key, 409 while the
+first request with the key is still running, 422 for a key reused with another request. On top
+of the draft, from the store: completion is fenced (a request that outlived its lease cannot
+overwrite its successor's response), keys are scoped per authenticated caller, 2xx and 4xx
+are final and 5xx or a raised error are kept FAILED and retryable.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from exactly_once import observability
+from exactly_once.completion import complete_durably
+from exactly_once.context import RequestContext
+from exactly_once.effects import LeaseLost
+from exactly_once.http_caller import CallerOf, authorized_caller
+from exactly_once.http_config import ApiConfig
+from exactly_once.http_fingerprint import request_fingerprint
+from exactly_once.http_keys import InvalidKey, parse_key, scoped_key
+from exactly_once.http_request import HttpRequest
+from exactly_once.http_response import (
+    HttpResponse,
+    encoded_size,
+    problem,
+    replay,
+)
+from exactly_once.lease import LeasePolicy, owner
+from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, StoredRecord
+from exactly_once.store import IdempotencyStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+ApiHandler = Callable[[HttpRequest, RequestContext], Any]
+
+
+class ApiOutcome(StrEnum):
+    PROCESSED = "processed"  # ran; its response is stored (2xx, 4xx)
+    REPLAYED = "replayed"  # the stored response, again; nothing ran
+    CONFLICT = "conflict"  # 409: the first request with the key is still running
+    MISMATCH = "mismatch"  # 422: the key was used for another request
+    BAD_REQUEST = "bad_request"  # 400: no key, or not a usable one
+    FAILED = "failed"  # 5xx or an exception: kept FAILED, the next try runs again
+    LEASE_LOST = "lease_lost"  # 409: ran past its lease and a newer request owns the key
+    BLOCKED = "blocked"  # 409: an earlier holder's lease expired; takeover is blocked
+    UNAVAILABLE = "unavailable"  # 503: the store could not be reached (throttled, down)
+    WITHOUT_KEY = "without_key"  # ran without idempotency (other method, optional key absent)
+    MISCONFIGURED = "misconfigured"  # 500: configuration or caller identity missing
+
+
+METRIC_NAMES = {
+    ApiOutcome.PROCESSED: "Processed",
+    ApiOutcome.REPLAYED: "Replayed",
+    ApiOutcome.CONFLICT: "Conflict",
+    ApiOutcome.MISMATCH: "Mismatch",
+    ApiOutcome.BAD_REQUEST: "BadRequest",
+    ApiOutcome.FAILED: "Failed",
+    ApiOutcome.LEASE_LOST: "LeaseLost",
+    ApiOutcome.BLOCKED: "Blocked",
+    ApiOutcome.UNAVAILABLE: "StoreUnavailable",
+    ApiOutcome.WITHOUT_KEY: "WithoutKey",
+    ApiOutcome.MISCONFIGURED: "Misconfigured",
+}
+
+
+@dataclass(frozen=True)
+class ApiResult:
+    """What one request came to; kept on the handler as `last_result` for tools and tests."""
+
+    outcome: ApiOutcome
+    response: HttpResponse
+    key: str | None = None
+    fence: int | None = None
+    takeover: bool = False
+    response_stored: bool = True  # False: only a summary fit under the cap
+    completion_failed: bool = False
+
+
+def _generic_error() -> HttpResponse:
+    return problem(
+        500,
+        "handler-failed",
+        "The request failed",
+        "The server could not complete the request. Retrying with the same Idempotency-Key "
+        "is safe: it runs again.",
+    )
+
+
+class IdempotentApi:
+    """The Lambda handler: `api(event, context) -> API Gateway proxy response`.
+
+    Configuration is read on the first invocation (not at import) and whenever the
+    environment changes. It never raises: every request gets an HTTP answer.
+    """
+
+    def __init__(
+        self,
+        handler: ApiHandler,
+        overrides: dict[str, Any],
+        caller: CallerOf | None = None,
+        dynamodb_client: DynamoDBClient | None = None,
+    ) -> None:
+        functools.update_wrapper(self, handler)
+        self.handler = handler
+        self.overrides = overrides
+        self.caller = caller or authorized_caller
+        self._dynamodb_client = dynamodb_client
+        self._store: tuple[ApiConfig, IdempotencyStore] | None = None
+        self._lock = threading.Lock()
+        self.last_result: ApiResult | None = None  # for local tools and tests
+
+    def configured(self) -> tuple[ApiConfig, IdempotencyStore]:
+        config = ApiConfig.resolve(self.overrides)
+        with self._lock:
+            if self._store is None or self._store[0] != config:
+                store = IdempotencyStore(
+                    config.table_name,
+                    client=self._dynamodb_client,
+                    record_ttl_s=config.record_ttl_s,
+                    failed_ttl_s=config.failed_ttl_s,
+                    result_cap_bytes=config.result_cap_bytes,
+                )
+                self._store = (config, store)
+            return self._store
+
+    def __call__(self, event: Any, context: Any = None) -> dict[str, Any]:
+        request = HttpRequest.from_event(event)
+        try:
+            result = self._handle(request, context)
+        except BaseException as exc:  # the last line of defence: an answer, never a raise
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            observability.logger().exception(
+                "request failed unexpectedly", extra={"request_id": request.request_id}
+            )
+            result = ApiResult(ApiOutcome.FAILED, _generic_error())
+        self.last_result = result
+        self._observe(request, result)
+        return result.response.to_lambda()
+
+    def _handle(self, request: HttpRequest, context: Any) -> ApiResult:
+        try:
+            config, store = self.configured()
+        except Exception as exc:
+            observability.logger().exception("API handler is misconfigured")
+            return _misconfigured(f"configuration: {exc}")
+        if not request.method:
+            return ApiResult(
+                ApiOutcome.BAD_REQUEST,
+                problem(400, "not-http", "Not an HTTP request", "the event has no HTTP method"),
+            )
+        if request.method not in config.methods:
+            return self._run_unguarded(request, context)
+        header = request.header(config.header)
+        if header is None:
+            if not config.key_required:
+                return self._run_unguarded(request, context)
+            return _bad_key(config.header, "missing", f"send an {config.header} header")
+        try:
+            key = parse_key(header)
+        except InvalidKey as exc:
+            return _bad_key(config.header, "invalid", str(exc))
+        try:
+            caller = self.caller(request)
+        except Exception as exc:
+            observability.logger().exception("the caller function raised")
+            return _misconfigured(f"caller: {type(exc).__name__}")
+        if not caller:
+            observability.logger().error(
+                "no authenticated caller: configure an authorizer on the route, or pass "
+                "caller= to idempotent_api (keys are scoped per caller)"
+            )
+            return _misconfigured("no authenticated caller to scope the key to")
+        record_key = scoped_key(caller, key)
+        try:
+            acquisition = store.acquire(
+                config.scope,
+                record_key,
+                lease_ms=config.lease.lease_ms(context),
+                owner=owner(context),
+                fingerprint=request_fingerprint(request, config.fingerprint_headers),
+                block_takeover=config.block_takeover,
+            )
+        except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
+            observability.logger().error(
+                "acquire failed", extra={"key": record_key, "error": repr(exc)}
+            )
+            return ApiResult(
+                ApiOutcome.UNAVAILABLE,
+                problem(
+                    503,
+                    "store-unavailable",
+                    "Try again shortly",
+                    "The idempotency store did not answer; nothing ran. Retry with the same key.",
+                    headers={"Retry-After": "1"},
+                ),
+                key=record_key,
+            )
+        if not acquisition.acquired:
+            return _refused(acquisition, record_key, config)
+        ctx = RequestContext(
+            request_id=request.request_id,
+            key=record_key,
+            fence=acquisition.lock.fence if acquisition.lock else 0,
+            attempt=acquisition.lock.attempt if acquisition.lock else 0,
+            idempotency_key=key,
+            caller=caller,
+            request=request,
+            lambda_context=context,
+            _store=store,
+            _lock=acquisition.lock,
+        )
+        return self._run(ctx, config, store, acquisition.takeover, context)
+
+    def _run_unguarded(self, request: HttpRequest, context: Any) -> ApiResult:
+        """No key to keep: the handler runs as it would without this decorator."""
+        ctx = RequestContext(
+            request_id=request.request_id,
+            key="",
+            fence=0,
+            attempt=1,
+            idempotency_key="",
+            caller="",
+            request=request,
+            lambda_context=context,
+        )
+        try:
+            response = HttpResponse.from_handler(self.handler(request, ctx))
+        except Exception:
+            observability.logger().exception("handler raised", extra={"idempotent": False})
+            return ApiResult(ApiOutcome.WITHOUT_KEY, _generic_error())
+        return ApiResult(ApiOutcome.WITHOUT_KEY, response)
+
+    def _run(
+        self,
+        ctx: RequestContext,
+        config: ApiConfig,
+        store: IdempotencyStore,
+        takeover: bool,
+        context: Any,
+    ) -> ApiResult:
+        lock = ctx._lock
+        assert lock is not None
+        extra = {"key": ctx.key, "fence": lock.fence, "attempt": lock.attempt}
+        try:
+            response = HttpResponse.from_handler(self.handler(ctx.request, ctx))
+        except LeaseLost as exc:  # a fenced effect was refused: a newer request owns the key
+            observability.logger().warning("effect refused: lease lost", extra=extra)
+            return _lease_lost(ctx, str(exc))
+        except BaseException as exc:  # incl. a malformed response: kept, the next try runs
+            _record_failure(store, lock, ErrorInfo.from_exception(exc, retryable=True), extra)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            observability.logger().warning(
+                "handler raised; the key stays retryable", extra={**extra, "error": repr(exc)}
+            )
+            return ApiResult(
+                ApiOutcome.FAILED, _generic_error(), ctx.key, lock.fence, takeover=takeover
+            )
+        if response.status >= 500:  # Stripe's rule: a server error is not the final answer
+            error = ErrorInfo("HttpStatus", f"the handler answered {response.status}", True)
+            _record_failure(store, lock, error, extra)
+            return ApiResult(ApiOutcome.FAILED, response, ctx.key, lock.fence, takeover=takeover)
+
+        stored: dict[str, Any] = response.stored(config.response_headers)
+        whole = encoded_size(stored) <= config.result_cap_bytes
+        if not whole:
+            stored = response.summary(config.response_headers, config.result_cap_bytes)
+            observability.logger().warning(
+                "response over the storage cap: a replay answers response-not-stored",
+                extra={**extra, "cap": config.result_cap_bytes},
+            )
+        try:
+            written = complete_durably(store, lock, stored, context, 0.0)
+        except Exception as exc:
+            # The work happened and its answer is true: give it. The record stays IN_PROGRESS
+            # until its lease ends (a retry meanwhile gets 409), then a retry runs again and
+            # fenced effects refuse a second write.
+            observability.logger().error(
+                "completion could not be recorded", extra={**extra, "error": repr(exc)}
+            )
+            return ApiResult(
+                ApiOutcome.PROCESSED,
+                response,
+                ctx.key,
+                lock.fence,
+                takeover=takeover,
+                response_stored=False,
+                completion_failed=True,
+            )
+        if not written.ok:
+            observability.logger().error(
+                "LEASE LOST at completion: a newer request owns the key", extra=extra
+            )
+            return _lease_lost(ctx, "completion refused: a newer request owns the key")
+        return ApiResult(
+            ApiOutcome.PROCESSED,
+            response,
+            ctx.key,
+            lock.fence,
+            takeover=takeover,
+            response_stored=whole,
+        )
+
+    def _observe(self, request: HttpRequest, result: ApiResult) -> None:
+        """One log line and one EMF document per request; neither may cost the request."""
+        try:
+            config = self._store[0] if self._store else None
+            observability.logger().info(
+                "request done",
+                extra={
+                    "request_id": request.request_id,
+                    "outcome": result.outcome.value,
+                    "status": result.response.status,
+                    "key": result.key,
+                    "fence": result.fence,
+                },
+            )
+            counts = {name: int(result.outcome is o) for o, name in METRIC_NAMES.items()}
+            counts["Takeovers"] = int(result.takeover)
+            counts["ResponseNotStored"] = int(not result.response_stored)
+            counts["CompletionFailed"] = int(result.completion_failed)
+            observability.emit_counts("api", config.scope if config else "unconfigured", counts)
+        except Exception:
+            observability.logger().exception("could not log or emit metrics")
+
+
+def _refused(acquisition: Acquisition, key: str, config: ApiConfig) -> ApiResult:
+    record = acquisition.record
+    status = acquisition.status
+    if status is AcquireStatus.ALREADY_COMPLETED:
+        stored = record.result if record else None
+        return ApiResult(ApiOutcome.REPLAYED, replay(stored, config.result_cap_bytes), key)
+    if status is AcquireStatus.FINGERPRINT_MISMATCH:
+        return ApiResult(
+            ApiOutcome.MISMATCH,
+            problem(
+                422,
+                "key-reused",
+                "Idempotency-Key reused",
+                f"This {config.header} was already used for a different request (method, path, "
+                "query or body). Use a new key for a new request.",
+            ),
+            key,
+        )
+    if status is AcquireStatus.FAILED_PERMANENTLY:
+        return ApiResult(
+            ApiOutcome.BLOCKED,
+            problem(
+                409,
+                "outcome-unknown",
+                "An earlier request with this key stopped before it finished",
+                "It may have taken effect. Takeover is blocked for this API, so an operator "
+                "must check it and reset the key; until then every retry gets this answer.",
+            ),
+            key,
+        )
+    return ApiResult(
+        ApiOutcome.CONFLICT,
+        problem(
+            409,
+            "request-in-progress",
+            "A request with this key is still being processed",
+            "Retry after the Retry-After seconds with the same key and the same request.",
+            headers={"Retry-After": str(_retry_after_s(record))},
+        ),
+        key,
+    )
+
+
+def _retry_after_s(record: StoredRecord | None) -> int:
+    """Until the holder's lease ends (then it has finished, or its key can be taken over)."""
+    lease_end = record.lease_expires_at_ms if record else None
+    if lease_end is None:
+        return 1
+    return max(1, math.ceil((lease_end - time.time() * 1000) / 1000))
+
+
+def _lease_lost(ctx: RequestContext, reason: str) -> ApiResult:
+    return ApiResult(
+        ApiOutcome.LEASE_LOST,
+        problem(
+            409,
+            "lease-lost",
+            "This request ran past its lease and was superseded",
+            "A newer request with the same key owns it now; retry with the same key to get "
+            f"its response. ({reason})",
+            headers={"Retry-After": "1"},
+        ),
+        ctx.key,
+        ctx.fence,
+    )
+
+
+def _bad_key(header: str, which: str, detail: str) -> ApiResult:
+    title = f"{header} {'is required' if which == 'missing' else 'is not valid'}"
+    return ApiResult(ApiOutcome.BAD_REQUEST, problem(400, f"key-{which}", title, detail))
+
+
+def _misconfigured(why: str) -> ApiResult:
+    observability.logger().error("cannot guard the request", extra={"why": why})
+    return ApiResult(
+        ApiOutcome.MISCONFIGURED,
+        problem(
+            500,
+            "server-misconfigured",
+            "The server is misconfigured",
+            "Nothing ran. The operator has been told in the function's logs.",
+        ),
+    )
+
+
+def _record_failure(
+    store: IdempotencyStore, lock: Any, error: ErrorInfo, extra: dict[str, Any]
+) -> None:
+    """Keep the failure for the next try; if the write fails the lease still ends it."""
+    try:
+        store.fail(lock, error)
+    except Exception:
+        observability.logger().exception("could not record the failure", extra=extra)
+
+
+def idempotent_api(
+    *,
+    header: str | None = None,
+    key_required: bool | None = None,
+    methods: Sequence[str] | None = None,
+    caller: CallerOf | None = None,
+    fingerprint_headers: Sequence[str] | None = None,
+    response_headers: Sequence[str] | None = None,
+    table_name: str | None = None,
+    scope: str | None = None,
+    block_takeover: bool | None = None,
+    lease: LeasePolicy | None = None,
+    result_cap_bytes: int | None = None,
+    dynamodb_client: DynamoDBClient | None = None,
+) -> Callable[[ApiHandler], IdempotentApi]:
+    """Make `handler(request, ctx)` an idempotent API Gateway handler: `@idempotent_api()`.
+
+    `caller(request)` names who is calling (default: the authorizer's principal); keys are
+    scoped to it. `methods`: where a key is honoured (POST, PATCH). `fingerprint_headers`:
+    headers that make two requests different. `response_headers`: headers a replay repeats
+    (default all). Keyword arguments override the environment (IDEMPOTENCY_TABLE, API_SCOPE,
+    BLOCK_EXPIRED_LEASES, IDEMPOTENCY_KEY_REQUIRED, LEASE_MARGIN_MS, RECORD_TTL_SECONDS, ...).
+    """
+    overrides: dict[str, Any] = {
+        "header": header,
+        "key_required": key_required,
+        "methods": tuple(methods) if methods is not None else None,
+        "fingerprint_headers": tuple(fingerprint_headers)
+        if fingerprint_headers is not None
+        else None,
+        "response_headers": tuple(response_headers) if response_headers is not None else None,
+        "table_name": table_name,
+        "scope": scope,
+        "block_takeover": block_takeover,
+        "lease": lease,
+        "result_cap_bytes": result_cap_bytes,
+    }
+
+    def wrap(fn: ApiHandler) -> IdempotentApi:
+        return IdempotentApi(fn, overrides, caller, dynamodb_client)
+
+    return wrap

@@ -1,0 +1,52 @@
+"""Who is calling: idempotency keys are scoped per caller, so one client never receives
+another's stored response.
+
+The default reads what API Gateway's authorizer proved, strongest first. It never reads a
+header the client chose (an API key value, a user id in the body): those can be forged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from exactly_once.http_request import HttpRequest
+
+CallerOf = Callable[[HttpRequest], str | None]
+
+
+def authorized_caller(request: HttpRequest) -> str | None:
+    """The authenticated principal, or None when the route has no authorizer.
+
+    - IAM (HTTP API, function URL: `authorizer.iam`; REST API: `identity.userArn`): the ARN;
+    - JWT (HTTP API: `authorizer.jwt.claims`): issuer and subject;
+    - Cognito user pool (REST API: `authorizer.claims`): issuer and subject;
+    - Lambda authorizer: its `principalId` (REST API), or a `principalId`/`sub` it put in its
+      context (HTTP API: `authorizer.lambda`);
+    - API key (REST API): the key's id.
+    """
+    authorizer, identity = request.authorizer, request.identity
+    iam = _dict(authorizer.get("iam"))
+    if arn := _text(iam.get("userArn")) or _text(identity.get("userArn")):
+        return f"iam:{arn}"
+    claims = _dict(_dict(authorizer.get("jwt")).get("claims")) or _dict(authorizer.get("claims"))
+    if subject := _text(claims.get("sub")):
+        return f"jwt:{_text(claims.get('iss'))}|{subject}"
+    function = _dict(authorizer.get("lambda"))
+    if principal := (
+        _text(authorizer.get("principalId"))
+        or _text(function.get("principalId"))
+        or _text(function.get("sub"))
+    ):
+        return f"authorizer:{principal}"
+    if api_key := _text(identity.get("apiKeyId")):
+        return f"api-key:{api_key}"
+    return None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
