@@ -7,6 +7,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
@@ -95,3 +96,27 @@ def add_alarm(
         alarm.add_alarm_action(action)
         alarm.add_ok_action(action)
     return alarm
+
+
+def function_alarms(
+    scope: Construct, name: str, function: lambda_.IFunction, topic: sns.ITopic | None
+) -> list[cloudwatch.Alarm]:
+    """What every entry point's function gets: whole invocations failed, and throttling."""
+    return [
+        add_alarm(
+            scope,
+            "ErrorsAlarm",
+            metric=function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+            threshold=1,
+            description=f"{name}: the function failed whole invocations",
+            topic=topic,
+        ),
+        add_alarm(
+            scope,
+            "ThrottlesAlarm",
+            metric=function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
+            threshold=1,
+            description=f"{name}: the function was throttled",
+            topic=topic,
+        ),
+    ]

@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from exactly_once_cdk import outputs as names
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
 from exactly_once_cdk.consumer_rules import check_consumer, queue_name, visibility_timeout_seconds
 from exactly_once_cdk.functions import FunctionOptions, python_function
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
@@ -261,25 +261,13 @@ class IdempotentConsumer(Construct):
                 queue_age.to_seconds(),
                 f"{name}: the queue is falling behind",
             ),
-            (
-                "ErrorsAlarm",
-                self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
-                1,
-                f"{name}: the function failed whole invocations",
-            ),
-            (
-                "ThrottlesAlarm",
-                self.function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
-                1,
-                f"{name}: the function was throttled",
-            ),
         ]
         return [
             add_alarm(
                 self, alarm_id, metric=metric, threshold=threshold, description=text, topic=topic
             )
             for alarm_id, metric, threshold, text in specs
-        ]
+        ] + function_alarms(self, name, self.function, topic)
 
     def _outputs(self, stack: Stack) -> None:
         values = {

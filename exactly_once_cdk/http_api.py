@@ -27,7 +27,7 @@ from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
 from constructs import Construct
 
 from exactly_once_cdk import outputs as names
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
 from exactly_once_cdk.consumer import LEASE_MARGIN, METRICS_NAMESPACE
 from exactly_once_cdk.functions import FunctionOptions, python_function
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
@@ -263,31 +263,20 @@ class IdempotentHttpApi(Construct):
 
     def _alarms(self, topic: sns.ITopic | None) -> list[cloudwatch.Alarm]:
         name = self.name
-        specs: list[tuple[str, cloudwatch.IMetric, str]] = []
+        alarms = []
         if self.api is not None:
-            specs.append(
-                (
+            alarms.append(
+                add_alarm(
+                    self,
                     "ServerErrorsAlarm",
-                    self.api.metric_server_error(period=ALARM_PERIOD, statistic="Sum"),
-                    f"{name}: the API answered 5xx (function failures, timeouts, throttles)",
+                    metric=self.api.metric_server_error(period=ALARM_PERIOD, statistic="Sum"),
+                    threshold=1,
+                    description=f"{name}: the API answered 5xx (function failures, timeouts, "
+                    "throttles)",
+                    topic=topic,
                 )
             )
-        specs += [
-            (
-                "ErrorsAlarm",
-                self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
-                f"{name}: the function failed whole invocations",
-            ),
-            (
-                "ThrottlesAlarm",
-                self.function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
-                f"{name}: the function was throttled",
-            ),
-        ]
-        return [
-            add_alarm(self, alarm_id, metric=metric, threshold=1, description=text, topic=topic)
-            for alarm_id, metric, text in specs
-        ]
+        return alarms + function_alarms(self, name, self.function, topic)
 
     def _outputs(self, stack: Stack) -> None:
         values = {names.FUNCTION_NAME: self.function.function_name}

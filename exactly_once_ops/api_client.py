@@ -17,6 +17,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+_JSON = {"content-type": "application/json"}
 _POOL = urllib3.PoolManager(maxsize=64, retries=False)  # retrying is the caller's decision
 
 
@@ -61,7 +62,9 @@ class ApiClient:
             data = body.encode("utf-8", "surrogatepass")
         else:
             data = json.dumps(body).encode("utf-8")
-        sent = {"content-type": "application/json", **(headers or {})}
+        given = dict(headers or {})
+        sent = {} if any(k.lower() == "content-type" for k in given) else _JSON
+        sent = {**sent, **given}
         if key is not None:
             sent["Idempotency-Key"] = key
         url = self.endpoint.rstrip("/") + path

@@ -179,21 +179,47 @@ class LocalHttpApi(Lifecycle):
             protocol_version = "HTTP/1.1"
 
             def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                status, headers, payload = gateway.invoke(
-                    self.command,
-                    self.path,
-                    dict(self.headers.items()),
-                    body,
-                    self.client_address[0],
-                )
+                body = self._body()
+                if body is None:
+                    status, headers, payload = _message(HTTPStatus.BAD_REQUEST, "Bad Request")
+                    self.close_connection = True
+                else:
+                    status, headers, payload = gateway.invoke(
+                        self.command,
+                        self.path,
+                        _joined(self.headers.items()),
+                        body,
+                        self.client_address[0],
+                    )
                 self.send_response(status)
                 for name, value in headers:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if self.command != "HEAD":  # a HEAD answer has headers only
+                    self.wfile.write(payload)
+
+            def _body(self) -> bytes | None:
+                """The request body: by Content-Length, or chunked; None when unreadable."""
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    chunks: list[bytes] = []
+                    while True:
+                        size_line = self.rfile.readline(1024).split(b";")[0].strip()
+                        try:
+                            size = int(size_line, 16)
+                        except ValueError:
+                            return None
+                        if size == 0:
+                            while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                                pass  # trailers
+                            return b"".join(chunks)
+                        chunks.append(self.rfile.read(size))
+                        self.rfile.readline(1024)  # the CRLF after each chunk
+                raw = self.headers.get("Content-Length") or "0"
+                if not raw.isdigit():
+                    return None
+                length = int(raw)
+                return self.rfile.read(length) if length else b""
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
 
@@ -243,6 +269,15 @@ class LocalHttpApi(Lifecycle):
         except (Exception, MalformedResponse):
             return _message(HTTPStatus.INTERNAL_SERVER_ERROR, "Internal Server Error")
         return _wire(response)
+
+
+def _joined(headers: Any) -> dict[str, str]:
+    """Repeated request headers joined with "," as API Gateway joins them (payload 2.0)."""
+    joined: dict[str, str] = {}
+    for name, value in headers:
+        key = name.lower()
+        joined[key] = f"{joined[key]},{value}" if key in joined else value
+    return joined
 
 
 def _wire(response: HttpResponse) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -1,31 +1,44 @@
-"""Recording completion durably: the work has happened, so losing the write would let a later
-takeover run it again. Retried past botocore's own retries, but bounded, and only while the
-invocation has time left (a local script without a Lambda context cannot spin forever)."""
+"""Recording an outcome durably: once the work has happened, losing the write would let a
+later takeover run it again (completion), or keep every retry out until the lease ends (a
+failure). Retried past botocore's own retries, but bounded, and only while the invocation has
+time left (a local script without a Lambda context cannot spin forever)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from exactly_once.lease import remaining_ms
-from exactly_once.records import Lock, WriteResult
+from exactly_once.records import ErrorInfo, Lock, WriteResult
 from exactly_once.store import IdempotencyStore
 
 COMPLETE_ATTEMPTS = 4  # each is botocore's own retries
 
 
-def complete_durably(
-    store: IdempotencyStore, lock: Lock, result: Any, context: Any, reserve_ms: float
-) -> WriteResult:
-    """`store.complete`, tried up to COMPLETE_ATTEMPTS times while more than `reserve_ms` plus
-    the next back-off is left; the last error is raised when it never got through."""
+def write_durably(write: Callable[[], WriteResult], context: Any, reserve_ms: float) -> WriteResult:
+    """`write()`, tried up to COMPLETE_ATTEMPTS times while more than `reserve_ms` plus the next
+    back-off is left; the last error is raised when it never got through. Every write it is
+    used for is fenced and recognises its own lost reply, so trying again is safe."""
     delay = 0.1
     for attempt in range(1, COMPLETE_ATTEMPTS + 1):
         try:
-            return store.complete(lock, result)
+            return write()
         except Exception:
             if attempt == COMPLETE_ATTEMPTS or remaining_ms(context) < reserve_ms + delay * 1000:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def complete_durably(
+    store: IdempotencyStore, lock: Lock, result: Any, context: Any, reserve_ms: float
+) -> WriteResult:
+    return write_durably(lambda: store.complete(lock, result), context, reserve_ms)
+
+
+def fail_durably(
+    store: IdempotencyStore, lock: Lock, error: ErrorInfo, context: Any, reserve_ms: float
+) -> WriteResult:
+    return write_durably(lambda: store.fail(lock, error), context, reserve_ms)

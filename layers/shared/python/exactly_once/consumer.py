@@ -54,13 +54,7 @@ class SqsConsumer:
         config = ConsumerConfig.resolve(self.overrides)
         with self._lock:
             if self._processor is None or self._processor.config != config:
-                store = IdempotencyStore(
-                    config.table_name,
-                    client=self._dynamodb_client,
-                    record_ttl_s=config.record_ttl_s,
-                    failed_ttl_s=config.failed_ttl_s,
-                    result_cap_bytes=config.result_cap_bytes,
-                )
+                store = IdempotencyStore.configured(config, self._dynamodb_client)
                 self._processor = RecordProcessor(
                     self.handler, self.key, config, store, self._sqs_client
                 )

@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import observability
-from exactly_once.completion import complete_durably
+from exactly_once.completion import complete_durably, fail_durably
 from exactly_once.context import RequestContext
 from exactly_once.effects import LeaseLost
 from exactly_once.http_caller import CallerOf, authorized_caller
@@ -35,7 +35,7 @@ from exactly_once.http_response import (
     replay,
 )
 from exactly_once.lease import LeasePolicy, owner
-from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, StoredRecord
+from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
 from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:
@@ -123,13 +123,7 @@ class IdempotentApi:
         config = ApiConfig.resolve(self.overrides)
         with self._lock:
             if self._store is None or self._store[0] != config:
-                store = IdempotencyStore(
-                    config.table_name,
-                    client=self._dynamodb_client,
-                    record_ttl_s=config.record_ttl_s,
-                    failed_ttl_s=config.failed_ttl_s,
-                    result_cap_bytes=config.result_cap_bytes,
-                )
+                store = IdempotencyStore.configured(config, self._dynamodb_client)
                 self._store = (config, store)
             return self._store
 
@@ -238,7 +232,7 @@ class IdempotentApi:
             response = HttpResponse.from_handler(self.handler(request, ctx))
         except Exception:
             observability.logger().exception("handler raised", extra={"idempotent": False})
-            return ApiResult(ApiOutcome.WITHOUT_KEY, _generic_error())
+            return ApiResult(ApiOutcome.FAILED, _generic_error())
         return ApiResult(ApiOutcome.WITHOUT_KEY, response)
 
     def _run(
@@ -254,11 +248,14 @@ class IdempotentApi:
         extra = {"key": ctx.key, "fence": lock.fence, "attempt": lock.attempt}
         try:
             response = HttpResponse.from_handler(self.handler(ctx.request, ctx))
+            # Inside the try: whatever fails before completion must leave the key retryable.
+            stored, whole = _storable(response, config)
         except LeaseLost as exc:  # a fenced effect was refused: a newer request owns the key
             observability.logger().warning("effect refused: lease lost", extra=extra)
             return _lease_lost(ctx, str(exc))
         except BaseException as exc:  # incl. a malformed response: kept, the next try runs
-            _record_failure(store, lock, ErrorInfo.from_exception(exc, retryable=True), extra)
+            error = ErrorInfo.from_exception(exc, retryable=True)
+            _record_failure(store, lock, error, context, extra)
             if isinstance(exc, KeyboardInterrupt):
                 raise
             observability.logger().warning(
@@ -269,13 +266,9 @@ class IdempotentApi:
             )
         if response.status >= 500:  # Stripe's rule: a server error is not the final answer
             error = ErrorInfo("HttpStatus", f"the handler answered {response.status}", True)
-            _record_failure(store, lock, error, extra)
+            _record_failure(store, lock, error, context, extra)
             return ApiResult(ApiOutcome.FAILED, response, ctx.key, lock.fence, takeover=takeover)
-
-        stored: dict[str, Any] = response.stored(config.response_headers)
-        whole = encoded_size(stored) <= config.result_cap_bytes
         if not whole:
-            stored = response.summary(config.response_headers, config.result_cap_bytes)
             observability.logger().warning(
                 "response over the storage cap: a replay answers response-not-stored",
                 extra={**extra, "cap": config.result_cap_bytes},
@@ -420,12 +413,21 @@ def _misconfigured(why: str) -> ApiResult:
     )
 
 
+def _storable(response: HttpResponse, config: ApiConfig) -> tuple[dict[str, Any], bool]:
+    """What the record keeps, and whether that is the whole response (else a summary)."""
+    stored = response.stored(config.response_headers)
+    if encoded_size(stored) <= config.result_cap_bytes:
+        return stored, True
+    return response.summary(config.response_headers, config.result_cap_bytes), False
+
+
 def _record_failure(
-    store: IdempotencyStore, lock: Any, error: ErrorInfo, extra: dict[str, Any]
+    store: IdempotencyStore, lock: Lock, error: ErrorInfo, context: Any, extra: dict[str, Any]
 ) -> None:
-    """Keep the failure for the next try; if the write fails the lease still ends it."""
+    """Keep the failure, retried like completion: a FAILED write lost to one throttle burst
+    would keep every retry out (409) until the lease ends. If it never lands, the lease does."""
     try:
-        store.fail(lock, error)
+        fail_durably(store, lock, error, context, 0.0)
     except Exception:
         observability.logger().exception("could not record the failure", extra=extra)
 

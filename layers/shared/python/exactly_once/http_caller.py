@@ -18,7 +18,12 @@ CallerOf = Callable[[HttpRequest], str | None]
 def authorized_caller(request: HttpRequest) -> str | None:
     """The authenticated principal, or None when the route has no authorizer.
 
-    - IAM (HTTP API, function URL: `authorizer.iam`; REST API: `identity.userArn`): the ARN;
+    - a Cognito identity pool identity (signing with IAM: `authorizer.iam.cognitoIdentity`;
+      REST API: `identity.cognitoIdentityId`): the pool and identity. Every identity of a pool
+      signs as the same role session, so the ARN alone would put them all in one key space;
+    - IAM (HTTP API, function URL: `authorizer.iam`; REST API: `identity.userArn`): the ARN.
+      For an assumed role the session name is whatever the assumer chose: callers sharing a
+      role are told apart only if each uses its own session name (else pass `caller=`);
     - JWT (HTTP API: `authorizer.jwt.claims`): issuer and subject;
     - Cognito user pool (REST API: `authorizer.claims`): issuer and subject;
     - Lambda authorizer: its `principalId` (REST API), or a `principalId`/`sub` it put in its
@@ -27,6 +32,10 @@ def authorized_caller(request: HttpRequest) -> str | None:
     """
     authorizer, identity = request.authorizer, request.identity
     iam = _dict(authorizer.get("iam"))
+    cognito = _dict(iam.get("cognitoIdentity"))
+    if identity_id := _text(cognito.get("identityId")) or _text(identity.get("cognitoIdentityId")):
+        pool = _text(cognito.get("identityPoolId")) or _text(identity.get("cognitoIdentityPoolId"))
+        return f"cognito:{pool}|{identity_id}"
     if arn := _text(iam.get("userArn")) or _text(identity.get("userArn")):
         return f"iam:{arn}"
     claims = _dict(_dict(authorizer.get("jwt")).get("claims")) or _dict(authorizer.get("claims"))

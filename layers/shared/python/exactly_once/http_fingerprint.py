@@ -2,17 +2,21 @@
 headers and the body, canonical where it is JSON.
 
 JSON bodies are compared parsed and key-sorted, so a client that re-serialises its payload on a
-retry (other key order, other spacing) is not refused with 422. Anything that does not parse
-(binary, text, JSON too deep or with numbers too long for Python) is compared byte for byte:
-the fingerprint never fails, whatever the body holds.
+retry (other key order, other spacing, 1.50 for 1.5) is not refused with 422. Numbers are read
+as decimals, never as floats: 0.1 and 0.10000000000000001 are different amounts to a handler
+that parses with Decimal, so they are different requests here too. Anything that does not
+parse (binary, text, JSON too deep) is compared byte for byte: the fingerprint never fails,
+whatever the body holds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from decimal import Decimal
+from typing import Any
 
-from exactly_once.codec import canonical_json, sha256_hex
+from exactly_once.codec import sha256_hex
 from exactly_once.http_request import HttpRequest
 
 
@@ -29,6 +33,20 @@ def request_fingerprint(request: HttpRequest, headers: tuple[str, ...] = ()) -> 
 
 def _body_digest(body: bytes) -> str:
     try:
-        return "json:" + sha256_hex(canonical_json(json.loads(body)))
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, too deep, too many digits
+        parsed = json.loads(body, parse_float=Decimal, parse_int=Decimal)
+        return "json:" + sha256_hex(_canonical(parsed))
+    except (ValueError, RecursionError, ArithmeticError):  # not JSON, not UTF-8, too deep
         return "bytes:" + hashlib.sha256(body).hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    """Key-sorted JSON text, numbers as `#` + their normalised decimal (no JSON text starts
+    with `#`, so a number never meets a string)."""
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return "{" + ",".join(f"{json.dumps(k)}:{_canonical(v)}" for k, v in items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_canonical(v) for v in value) + "]"
+    if isinstance(value, Decimal):
+        return "#" + format(value.normalize(), "f" if abs(value.adjusted()) < 30 else "")
+    return json.dumps(value, ensure_ascii=False)  # str, bool, None

@@ -25,6 +25,11 @@ def parse_key(value: str) -> str:
     quoted = _SF_STRING.fullmatch(value)
     if quoted:
         value = re.sub(r"\\(.)", r"\1", quoted.group(1))
+    elif "," in value:  # API Gateway joins a repeated header with commas: a list, not a key
+        raise InvalidKey(
+            "one key per request: a repeated header (or a key with a comma, which must then "
+            "be sent as a quoted string) is refused"
+        )
     if not value:
         raise InvalidKey("the key is empty")
     if len(value) > MAX_KEY_LENGTH:

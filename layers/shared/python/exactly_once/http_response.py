@@ -38,19 +38,22 @@ class HttpResponse:
         A dict with `statusCode` is a proxy response. Anything else is payload 2.0's shortcut
         (status 200, the value as a JSON body), which this applies to every event shape.
         """
-        if isinstance(value, HttpResponse):
-            return value
+        if isinstance(value, HttpResponse):  # checked like the dict it stands for
+            value = value.to_lambda()
         if not (isinstance(value, dict) and "statusCode" in value):
             try:
-                body = json.dumps(value)
-            except (TypeError, ValueError) as exc:
+                body = json.dumps(value, allow_nan=False)  # NaN is not JSON
+            except (TypeError, ValueError, RecursionError) as exc:
                 raise MalformedResponse(f"the return value is not JSON: {exc}") from exc
             return cls(200, {"content-type": "application/json"}, body)
         given: Any = value.get("statusCode")
         try:
             status = int(given)  # API Gateway accepts "201" as well as 201
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise MalformedResponse(f"statusCode is not a number: {given!r}") from None
+        cookies: Any = value.get("cookies") or []
+        if not isinstance(cookies, list) or not all(isinstance(c, str) for c in cookies):
+            raise MalformedResponse("cookies must be a list of strings")
         if not 100 <= status <= 599:
             raise MalformedResponse(f"statusCode {status} is not an HTTP status")
         text: Any = value.get("body")
@@ -66,7 +69,7 @@ class HttpResponse:
                 for k, v in _dict(value.get("multiValueHeaders")).items()
                 if isinstance(v, list)
             },
-            cookies=[str(c) for c in value.get("cookies") or [] if isinstance(c, str)],
+            cookies=list(cookies),
         )
 
     def to_lambda(self) -> dict[str, Any]:

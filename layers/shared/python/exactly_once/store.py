@@ -11,7 +11,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from exactly_once import clients, codec, schema
 from exactly_once.errors import ConfigurationError
@@ -108,6 +108,19 @@ class _Request:
         return Lock(self.record_id, self.token, fence, attempt, self.lease_until_ms)
 
 
+class StoreSettings(Protocol):
+    """What an entry point's configuration says about its store."""
+
+    @property
+    def table_name(self) -> str: ...
+    @property
+    def record_ttl_s(self) -> int: ...
+    @property
+    def failed_ttl_s(self) -> int: ...
+    @property
+    def result_cap_bytes(self) -> int: ...
+
+
 class IdempotencyStore:
     """Lock, complete and fail idempotency records with conditional writes.
 
@@ -138,6 +151,19 @@ class IdempotencyStore:
         self.failed_ttl_s = failed_ttl_s
         self.result_cap_bytes = result_cap_bytes
         self._clock = clock
+
+    @classmethod
+    def configured(
+        cls, settings: StoreSettings, client: DynamoDBClient | None = None
+    ) -> IdempotencyStore:
+        """The store an entry point's configuration describes."""
+        return cls(
+            settings.table_name,
+            client=client,
+            record_ttl_s=settings.record_ttl_s,
+            failed_ttl_s=settings.failed_ttl_s,
+            result_cap_bytes=settings.result_cap_bytes,
+        )
 
     @property
     def client(self) -> DynamoDBClient:
