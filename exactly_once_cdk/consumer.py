@@ -21,7 +21,7 @@ from constructs import Construct
 from exactly_once_cdk import outputs as names
 from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
 from exactly_once_cdk.consumer_rules import check_consumer, queue_name, visibility_timeout_seconds
-from exactly_once_cdk.functions import FunctionOptions, python_function
+from exactly_once_cdk.functions import FunctionOptions, python_function, store_environment
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 
 METRICS_NAMESPACE = "ExactlyOnce"
@@ -150,17 +150,19 @@ class IdempotentConsumer(Construct):
             handler=handler,
             description=description or f"Idempotent consumer {construct_id}",
             layers=[layer],
-            environment={
-                "IDEMPOTENCY_TABLE": table.table_name,
-                **({"LEDGER_TABLE": ledger.table_name} if ledger else {}),
-                "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
-                "CONSUMER_SCOPE": self.idempotency_scope,
-                "POWERTOOLS_SERVICE_NAME": self.idempotency_scope,
-                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
-                "LEASE_MARGIN_MS": str(int(lease_margin.to_milliseconds())),
-                "BLOCK_EXPIRED_LEASES": "true" if block_expired_leases else "false",
-                **(environment or {}),
-            },
+            environment=store_environment(
+                table_name=table.table_name,
+                ledger_table_name=ledger.table_name if ledger else None,
+                scope_variable="CONSUMER_SCOPE",
+                scope=self.idempotency_scope,
+                metrics_namespace=metrics_namespace,
+                lease_margin=lease_margin,
+                block_expired_leases=block_expired_leases,
+                extra={
+                    "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
+                    **(environment or {}),
+                },
+            ),
             timeout=timeout,
             memory_size=memory_size,
             options=function_options or FunctionOptions(),

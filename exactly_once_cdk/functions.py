@@ -137,3 +137,28 @@ def python_function(
             )
         )
     return BuiltFunction(function=function, role=role, log_group=log_group)
+
+
+def store_environment(
+    *,
+    table_name: str,
+    ledger_table_name: str | None,
+    scope_variable: str,
+    scope: str,
+    metrics_namespace: str,
+    lease_margin: Duration,
+    block_expired_leases: bool,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The variables every entry point's function reads (exactly_once.config.store_settings),
+    plus its scope under its own name (CONSUMER_SCOPE, API_SCOPE); `extra` adds or overrides."""
+    return {
+        "IDEMPOTENCY_TABLE": table_name,
+        **({"LEDGER_TABLE": ledger_table_name} if ledger_table_name else {}),
+        scope_variable: scope,
+        "POWERTOOLS_SERVICE_NAME": scope,
+        "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
+        "LEASE_MARGIN_MS": str(int(lease_margin.to_milliseconds())),
+        "BLOCK_EXPIRED_LEASES": "true" if block_expired_leases else "false",
+        **(extra or {}),
+    }
