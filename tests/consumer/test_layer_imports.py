@@ -94,3 +94,25 @@ def test_a_queue_consumer_never_loads_the_http_modules() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out == ["[]", "['exactly_once.http_api']"]
+
+
+def test_the_once_lock_loads_on_first_use_and_its_name_stays_the_function() -> None:
+    """`once` loads like the HTTP names; its module is not called `once`, because importing a
+    submodule sets it as the package's attribute and would hide the function."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, exactly_once\n"
+        "from exactly_once import sqs_consumer, RecordContext\n"
+        "print('exactly_once.once_lock' in sys.modules)\n"
+        "from exactly_once import once\n"
+        "import exactly_once.once_lock\n"
+        "from exactly_once import once as again\n"
+        "print(once is again is exactly_once.once, once.__module__)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('exactly_once.http')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["False", "True exactly_once.once_lock", "[]"]

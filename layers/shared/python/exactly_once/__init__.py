@@ -1,8 +1,8 @@
 """Exactly-once processing on AWS Lambda: a fenced DynamoDB idempotency store behind SQS
-consumers and HTTP APIs.
+consumers, HTTP APIs and any section of code (`once`).
 
-The HTTP names (`idempotent_api`, `HttpRequest`, ...) load on first use, so a queue consumer's
-cold start never imports them.
+The HTTP names (`idempotent_api`, `HttpRequest`, ...) and the general-purpose lock (`once`,
+`begin`, `Claim`, ...) load on first use, so a queue consumer's cold start never imports them.
 """
 
 from __future__ import annotations
@@ -34,19 +34,35 @@ if TYPE_CHECKING:
     from exactly_once.http_api import idempotent_api as idempotent_api
     from exactly_once.http_request import HttpRequest as HttpRequest
     from exactly_once.http_response import HttpResponse as HttpResponse
+    from exactly_once.once_lock import Claim as Claim
+    from exactly_once.once_lock import ClaimStatus as ClaimStatus
+    from exactly_once.once_lock import NotAcquired as NotAcquired
+    from exactly_once.once_lock import OnceBlock as OnceBlock
+    from exactly_once.once_lock import OnceLock as OnceLock
+    from exactly_once.once_lock import begin as begin
+    from exactly_once.once_lock import once as once
 
 _LAZY = {
     "ApiOutcome": "http_api",
+    "Claim": "once_lock",
+    "ClaimStatus": "once_lock",
     "HttpRequest": "http_request",
     "HttpResponse": "http_response",
     "IdempotentApi": "http_api",
+    "NotAcquired": "once_lock",
+    "OnceBlock": "once_lock",
+    "OnceLock": "once_lock",
+    "begin": "once_lock",
     "idempotent_api": "http_api",
+    "once": "once_lock",
 }
 
 __all__ = [
     "AcquireStatus",
     "Acquisition",
     "ApiOutcome",
+    "Claim",
+    "ClaimStatus",
     "ConfigurationError",
     "ErrorInfo",
     "HttpRequest",
@@ -56,6 +72,9 @@ __all__ = [
     "LeasePolicy",
     "Lock",
     "LockedContext",
+    "NotAcquired",
+    "OnceBlock",
+    "OnceLock",
     "Outcome",
     "PermanentError",
     "RecordContext",
@@ -67,7 +86,9 @@ __all__ = [
     "StoredRecord",
     "WriteResult",
     "WriteStatus",
+    "begin",
     "idempotent_api",
+    "once",
     "sqs_consumer",
 ]
 

@@ -66,6 +66,7 @@ class StoredRecord:
     result_size: int | None
     result_omitted: str | None = None
     replay_nonce: str | None = None
+    expected_by_ms: int | None = None  # when its holder expected to be done (`once`)
     effect_marks: dict[str, int] = field(default_factory=dict)  # mark attribute -> fence
 
     @property
@@ -91,6 +92,14 @@ class StoredRecord:
 
     def lease_live(self, now_ms: int) -> bool:
         return self.status is Status.IN_PROGRESS and not self.lease_expired(now_ms)
+
+    def overdue(self, now_ms: int) -> bool:
+        """Still IN_PROGRESS after the time its holder said it expected to be done by."""
+        return (
+            self.status is Status.IN_PROGRESS
+            and self.expected_by_ms is not None
+            and self.expected_by_ms < now_ms
+        )
 
     @classmethod
     def from_item(cls, item: Item) -> StoredRecord:
@@ -119,6 +128,7 @@ class StoredRecord:
             result_size=_n(item, schema.RESULT_SIZE),
             result_omitted=_s(item, schema.RESULT_OMITTED),
             replay_nonce=_s(item, schema.REPLAY_NONCE),
+            expected_by_ms=_n(item, schema.EXPECTED_BY),
             effect_marks={
                 name: int(value["N"])
                 for name, value in item.items()

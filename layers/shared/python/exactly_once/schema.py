@@ -29,6 +29,10 @@ FINGERPRINT = "fingerprint"
 # replaced by a new item, so a mark never outlives its generation.
 EFFECT_FENCE = "effect_fence"
 REPLAY_NONCE = "replay_nonce"  # on permanently FAILED records; a real DLQ replay presents it
+# Epoch milliseconds by which the holder expected to finish (`once`'s expected duration). It may
+# lie well before the lease's end, so a monitor can report slow work before it is stuck. Only
+# meaningful while IN_PROGRESS; writers that don't set it leave an earlier holder's in place.
+EXPECTED_BY = "expected_by"
 
 # Sparse GSI: only IN_PROGRESS and FAILED records carry these two attributes. The partition key
 # is sharded so that a burst of in-flight work does not land on one index partition.

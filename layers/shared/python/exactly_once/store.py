@@ -60,6 +60,7 @@ _NAMES = {
     "#pa": schema.PENDING_AT,
     "#retry": "retryable",
     "#nonce": schema.REPLAY_NONCE,
+    "#xby": schema.EXPECTED_BY,
 }
 
 _HOLDS_LOCK = "#tok = :tok AND #st = :ip"
@@ -99,6 +100,7 @@ class _Request:
     now_ms: int
     lease_until_ms: int
     ttl_s: int
+    expected_by_ms: int | None = None
 
     @property
     def now_s(self) -> int:
@@ -190,6 +192,7 @@ class IdempotencyStore:
         fingerprint: str | None = None,
         block_takeover: bool = False,
         replay_nonce: str | None = None,
+        expected_duration_ms: int | None = None,
     ) -> Acquisition:
         """Take the record with ONE UpdateItem; on refusal the old item comes back in the error.
 
@@ -203,6 +206,10 @@ class IdempotencyStore:
         the floor, so it keeps increasing even after the TTL sweep deleted the item: a record
         takes at most 1000 writes a second (DynamoDB's per-item limit), so its fence never
         outruns the clock, and the TTL (>= 60 s) outlasts any clock skew.
+
+        `expected_duration_ms` records when the holder expects to be done (`expected_by`), for
+        a monitor of slow work. Without it the request is exactly what it always was: the queue
+        path's measured behaviour (chaos runs, the model test) rests on that request.
         """
         rid = schema.record_id(scope, key)
         now_ms = int(self._clock() * 1000)
@@ -216,6 +223,7 @@ class IdempotencyStore:
             now_ms=now_ms,
             lease_until_ms=lease_until,
             ttl_s=self._ttl(now_ms // 1000, lease_until),
+            expected_by_ms=None if expected_duration_ms is None else now_ms + expected_duration_ms,
         )
         sets = [
             "#st = :ip",
@@ -245,6 +253,9 @@ class IdempotencyStore:
         if fingerprint is not None:
             sets.append("#fp = :fp")
             values[":fp"] = _s(fingerprint)
+        if req.expected_by_ms is not None:
+            sets.append("#xby = :xby")
+            values[":xby"] = _n(req.expected_by_ms)
         update = (
             f"SET {', '.join(sets)} ADD #att :one REMOVE #res, #rsha, #rsize, #romit, #err, #nonce"
         )
@@ -339,6 +350,8 @@ class IdempotencyStore:
         }
         if req.fingerprint is not None:
             new[schema.FINGERPRINT] = _s(req.fingerprint)
+        if req.expected_by_ms is not None:
+            new[schema.EXPECTED_BY] = _n(req.expected_by_ms)
         # Gone since we read it (the TTL sweep): absent is as good. Else exactly as read. AND
         # binds tighter than OR, and DynamoDB rejects redundant parentheses.
         unchanged = ["#exp < :now_s"]
@@ -574,6 +587,23 @@ class IdempotencyStore:
                 if "LastEvaluatedKey" not in page:
                     break
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def list_overdue(self, *, limit: int | None = None) -> Iterator[StoredRecord]:
+        """IN_PROGRESS records past the completion their holder expected (`expected_by`).
+
+        Such work may still be well inside its lease, so `stuck_only` would not show it yet.
+        The index is keyed on the lease's end, not on `expected_by`, so this reads every
+        in-flight record and filters here: in-flight work is few records, and the query stays
+        on the sparse index.
+        """
+        now_ms = int(self._clock() * 1000)
+        found = 0
+        for record in self.list_pending(Status.IN_PROGRESS):
+            if record.overdue(now_ms):
+                yield record
+                found += 1
+                if limit is not None and found >= limit:
+                    return
 
     def reset(self, scope: str, key: str) -> bool:
         """Make a FAILED record retryable again so the next delivery or a replay runs it."""

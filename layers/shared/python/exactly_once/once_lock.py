@@ -1,0 +1,425 @@
+"""`once`: run any section of code to completion once per key, on the fenced store.
+
+For code outside the queue and HTTP entry points: a script, an ECS task, a Step Functions
+task, a handler written by hand. `begin` either takes the key's lock or says what became of
+the key: completed (with its stored result), still in progress (until its lease ends), failed
+(with its error), or used for other input (a fingerprint mismatch). The lock then ends with
+`succeed(result)` or `fail(error)`. Both are fenced: a holder that outlived its lease while
+another took the key over (a zombie) cannot overwrite its successor's outcome, and learns it
+from `LeaseLost`, as the fenced effects (`effects.put_once`) it may try also tell it.
+
+    with once("reports", "2024-06-01", expected_duration_s=300) as claim:
+        if claim.acquired:
+            build_the_report()  # a raise records FAILED (retryable unless PermanentError)
+        else:
+            print(claim.status, claim.result)
+
+The module is not named `once` so that `exactly_once.once` stays the function even after the
+module has been imported (a submodule becomes an attribute of its package).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, Literal
+
+from exactly_once import observability
+from exactly_once.completion import write_durably
+from exactly_once.config import store_settings
+from exactly_once.context import LockedContext
+from exactly_once.effects import LeaseLost
+from exactly_once.errors import PermanentError
+from exactly_once.lease import LeasePolicy
+from exactly_once.lease import owner as lambda_owner
+from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord, WriteResult
+from exactly_once.schema import Status
+from exactly_once.store import IdempotencyStore
+
+
+class ClaimStatus(StrEnum):
+    ACQUIRED = "acquired"  # this caller holds the lock: do the work
+    COMPLETED = "completed"  # done before: `result` is what it returned
+    IN_PROGRESS = "in_progress"  # another holder's lease is live until `lease_ends_at`
+    FAILED = "failed"  # failed permanently (or takeover was blocked): `error` says why
+    MISMATCH = "mismatch"  # the key was used with another fingerprint
+
+
+_FROM_ACQUIRE = {
+    AcquireStatus.ACQUIRED: ClaimStatus.ACQUIRED,
+    AcquireStatus.ALREADY_COMPLETED: ClaimStatus.COMPLETED,
+    AcquireStatus.IN_PROGRESS: ClaimStatus.IN_PROGRESS,
+    AcquireStatus.FAILED_PERMANENTLY: ClaimStatus.FAILED,
+    AcquireStatus.FINGERPRINT_MISMATCH: ClaimStatus.MISMATCH,
+}
+
+
+class NotAcquired(RuntimeError):
+    """`claim.lock` of a claim that did not acquire: check `claim.acquired` first."""
+
+
+class OnceLock(LockedContext):
+    """The lock `begin` took on one key, until its outcome is recorded.
+
+    It is a `LockedContext`, so fenced effects (`effects.put_once`, `ledger.record_effect`)
+    take it as they take a queue record's context; they record `owner` as their origin.
+    Every write is fenced on the lock's token and retried (bounded, like the queue path's
+    completion), and a refused one raises `LeaseLost`: the key has a newer holder.
+    """
+
+    def __init__(
+        self,
+        store: IdempotencyStore,
+        lock: Lock,
+        key: str,
+        owner: str,
+        lambda_context: Any = None,
+    ) -> None:
+        self.key = key
+        self.fence = lock.fence  # strictly increases per key: pass it downstream as a fence
+        self.attempt = lock.attempt
+        self.owner = owner
+        self.lambda_context = lambda_context
+        self._store: IdempotencyStore | None = store
+        self._lock: Lock | None = lock
+        self._outcome: Status | None = None  # COMPLETED or FAILED, once written
+        # `succeed` was tried: the work is done, so the lock must never be failed after it,
+        # even when the completion write never got through (a retry would run it again).
+        self._succeeding = False
+
+    def __repr__(self) -> str:
+        return (
+            f"OnceLock(key={self.key!r}, fence={self.fence}, attempt={self.attempt}, "
+            f"owner={self.owner!r}, outcome={self._outcome})"
+        )
+
+    @property
+    def origin_id(self) -> str:
+        return self.owner
+
+    @property
+    def outcome(self) -> Status | None:
+        """COMPLETED or FAILED once this holder recorded it; None while it holds the key."""
+        return self._outcome
+
+    @property
+    def succeed_tried(self) -> bool:
+        """`succeed` was called, whether or not its write got through: never fail after it."""
+        return self._succeeding
+
+    @property
+    def lease_ends_at(self) -> float:
+        """Epoch seconds after which another caller may take the key over."""
+        return self._held().lease_expires_at_ms / 1000
+
+    def extend(self, seconds: float) -> float:
+        """Hold the key `seconds` from now, for work running longer than its lease; returns
+        the new lease end. `expected_by` stays: work that needs more time is late."""
+        lock = self._held()
+        store = self._writer()
+        written = self._write(lambda: store.extend(lock, _ms(seconds, "seconds")), "extend")
+        if written.lock is not None:
+            self._lock = written.lock
+        return self.lease_ends_at
+
+    def succeed(self, result: Any = None) -> None:
+        """Record COMPLETED with `result` (stored with its types, see codec.py).
+
+        If it raises anything but `LeaseLost` (the store stayed unreachable through the
+        retries), the record stays IN_PROGRESS until its lease ends; calling it again is safe.
+        """
+        lock = self._unfinished()
+        store = self._writer()
+        self._succeeding = True
+        self._write(lambda: store.complete(lock, result), "succeed")
+        self._outcome = Status.COMPLETED
+
+    def fail(self, error: BaseException | ErrorInfo | str, retryable: bool | None = None) -> None:
+        """Record FAILED with `error`, kept for a person and for the next `begin`.
+
+        A retryable failure lets the next `begin` take the key again; a permanent one keeps it
+        FAILED until an operator resets it. By default an ErrorInfo keeps its own flag, an
+        exception is retryable unless it is a PermanentError, and a message is retryable.
+        """
+        lock = self._unfinished()
+        store = self._writer()
+        if self._succeeding:
+            raise RuntimeError(
+                "succeed was already tried, so the work is done: failing now would let it run "
+                "again. The record stays IN_PROGRESS until its lease ends; call succeed again."
+            )
+        info = error_info(error, retryable)
+        self._write(lambda: store.fail(lock, info), "fail")
+        self._outcome = Status.FAILED
+
+    def _held(self) -> Lock:
+        if self._lock is None:
+            raise RuntimeError("this OnceLock holds no lock")
+        return self._lock
+
+    def _writer(self) -> IdempotencyStore:
+        if self._store is None:
+            raise RuntimeError("this OnceLock has no store")
+        return self._store
+
+    def _unfinished(self) -> Lock:
+        if self._outcome is not None:
+            raise RuntimeError(f"{self.key!r}: the outcome is already recorded ({self._outcome})")
+        return self._held()
+
+    def _write(self, write: Callable[[], WriteResult], what: str) -> WriteResult:
+        """A fenced write, tried again on errors while the invocation has time (a script:
+        COMPLETE_ATTEMPTS times); each recognises its own lost reply, so a retry is safe."""
+        written = write_durably(write, self.lambda_context, 0.0)
+        if written.ok:
+            return written
+        now = written.current
+        holder = (
+            f"now {now.status} at fence {now.fence} (owner {now.owner})"
+            if now
+            else "the record is gone"
+        )
+        raise LeaseLost(f"{what} refused for {self.key!r} at fence {self.fence}: {holder}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What `begin` found: the lock (ACQUIRED), or the key's existing outcome."""
+
+    status: ClaimStatus
+    scope: str
+    key: str
+    record: StoredRecord | None = None  # the record that refused the lock (not ACQUIRED)
+    takeover: bool = False  # ACQUIRED over an earlier holder's expired lease
+    retry: bool = False  # ACQUIRED over a retryable FAILED record
+    _lock: OnceLock | None = field(default=None, repr=False)
+
+    @property
+    def acquired(self) -> bool:
+        return self.status is ClaimStatus.ACQUIRED
+
+    @property
+    def lock(self) -> OnceLock:
+        """The lock; raises NotAcquired unless `acquired`."""
+        if self._lock is None:
+            raise NotAcquired(f"{self.key!r} was not acquired: it is {self.status}")
+        return self._lock
+
+    @property
+    def result(self) -> Any:
+        """COMPLETED: the stored result with its types (None when it was not storable)."""
+        if self.status is not ClaimStatus.COMPLETED or self.record is None:
+            return None
+        return self.record.result
+
+    @property
+    def result_omitted(self) -> str | None:
+        """COMPLETED without a stored result: why (over the size cap, not storable)."""
+        if self.status is not ClaimStatus.COMPLETED or self.record is None:
+            return None
+        return self.record.result_omitted
+
+    @property
+    def lease_ends_at(self) -> float | None:
+        """Epoch seconds: ACQUIRED, this lock's lease; IN_PROGRESS, the other holder's (after
+        it, `begin` takes the key over unless takeover is blocked)."""
+        if self._lock is not None:
+            return self._lock.lease_ends_at
+        if self.status is ClaimStatus.IN_PROGRESS and self.record is not None:
+            ends = self.record.lease_expires_at_ms
+            return None if ends is None else ends / 1000
+        return None
+
+    @property
+    def error(self) -> ErrorInfo | None:
+        """FAILED: what failed; a blocked takeover is a permanent `LeaseExpired`."""
+        if self.status is ClaimStatus.FAILED and self.record is not None:
+            return self.record.error
+        return None
+
+    @property
+    def retryable(self) -> bool:
+        error = self.error
+        return error is not None and error.retryable
+
+    @property
+    def owner(self) -> str | None:
+        """Who holds (ACQUIRED, IN_PROGRESS) or last held the key."""
+        if self._lock is not None:
+            return self._lock.owner
+        return self.record.owner if self.record else None
+
+
+def begin(
+    scope: str,
+    key: str,
+    *,
+    expected_duration_s: float | None = None,
+    lease_s: float | None = None,
+    owner: str | None = None,
+    fingerprint: str | None = None,
+    block_takeover: bool | None = None,
+    table_name: str | None = None,
+    store: IdempotencyStore | None = None,
+    lambda_context: Any = None,
+) -> Claim:
+    """Take the lock on (scope, key), or say what became of the key. One conditional write.
+
+    - `expected_duration_s`: how long the work should take. It is stored (`expected_by`) for
+      a monitor of slow work, and the lease is this plus the lease margin (LEASE_MARGIN_MS,
+      default 5 s), so a takeover waits until the holder is surely late, not merely slow.
+    - `lease_s`: the lease itself, instead of one derived from the expected duration. With
+      neither, the lease is the invocation's remaining time plus the margin in Lambda (given
+      `lambda_context`), else 60 s plus the margin; the work is expected by the lease's end.
+    - `owner`: who holds the key, for people reading the record (default: host and pid, or
+      the function and request id in Lambda). Fenced effects record it as their origin.
+    - `fingerprint`: a digest of the input (`codec.fingerprint`); the same key with another
+      one is a MISMATCH, never run.
+    - `block_takeover`: an expired lease is not taken over but made FAILED for a person (for
+      work that must never repeat); default BLOCK_EXPIRED_LEASES.
+    - `store`, else `table_name`, else IDEMPOTENCY_TABLE (with RECORD_TTL_SECONDS and
+      FAILED_TTL_SECONDS) name the table.
+
+    Raises what DynamoDB raises when it stays unreachable through botocore's retries.
+    """
+    if not scope or not key:
+        raise ValueError("scope and key must be non-empty")
+    given: dict[str, Any] = {
+        "table_name": table_name or (store.table_name if store else None),
+        "scope": scope,
+    }
+    settings = store_settings(given, "ONCE_SCOPE")
+    if store is None:
+        store = IdempotencyStore(
+            settings["table_name"],
+            record_ttl_s=settings["record_ttl_s"],
+            failed_ttl_s=settings["failed_ttl_s"],
+        )
+    policy: LeasePolicy = settings["lease"]
+    if lease_s is not None:
+        lease_ms = _ms(lease_s, "lease_s")
+    elif expected_duration_s is not None:
+        lease_ms = _ms(expected_duration_s, "expected_duration_s") + policy.margin_ms
+    else:
+        lease_ms = policy.lease_ms(lambda_context)
+    # Always written, so an earlier holder's `expected_by` never outlives its attempt.
+    expected_ms = (
+        lease_ms if expected_duration_s is None else _ms(expected_duration_s, "expected_duration_s")
+    )
+    holder = owner or (
+        lambda_owner(lambda_context)
+        if lambda_context is not None
+        else f"{socket.gethostname()}:{os.getpid()}"
+    )
+    acquisition = store.acquire(
+        scope,
+        key,
+        lease_ms=lease_ms,
+        owner=holder,
+        fingerprint=fingerprint,
+        block_takeover=settings["block_takeover"] if block_takeover is None else block_takeover,
+        expected_duration_ms=expected_ms,
+    )
+    if acquisition.lock is None:
+        return Claim(_FROM_ACQUIRE[acquisition.status], scope, key, record=acquisition.record)
+    return Claim(
+        ClaimStatus.ACQUIRED,
+        scope,
+        key,
+        takeover=acquisition.takeover,
+        retry=acquisition.retry,
+        _lock=OnceLock(store, acquisition.lock, key, holder, lambda_context),
+    )
+
+
+class OnceBlock:
+    """`with once(...) as claim:` — `begin` on entry; on exit, the outcome of an acquired
+    claim: a raise records FAILED (retryable unless a PermanentError) and propagates, a
+    return records COMPLETED with None unless the block recorded an outcome itself. A claim
+    that was not acquired writes nothing."""
+
+    def __init__(self, start: Callable[[], Claim]) -> None:
+        self._start = start
+        self.claim: Claim | None = None
+
+    def __enter__(self) -> Claim:
+        self.claim = self._start()
+        return self.claim
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> Literal[False]:
+        claim = self.claim
+        if claim is None or not claim.acquired:
+            return False
+        lock = claim.lock
+        if lock.outcome is not None or lock.succeed_tried:
+            return False  # recorded by the block, or completion tried: never failed after it
+        if exc is None:
+            lock.succeed(None)  # a LeaseLost here tells a zombie it was superseded
+            return False
+        if isinstance(exc, LeaseLost):
+            return False  # a newer holder owns the key: nothing of ours may be written
+        try:
+            lock.fail(exc, retryable=not isinstance(exc, PermanentError))
+        except Exception as failed:  # the block's own error is what the caller must see
+            observability.logger().warning(
+                "could not record the failure; the key is retried once the lease ends",
+                extra={"key": claim.key, "fence": lock.fence, "error": repr(failed)},
+            )
+        return False
+
+
+def once(
+    scope: str,
+    key: str,
+    *,
+    expected_duration_s: float | None = None,
+    lease_s: float | None = None,
+    owner: str | None = None,
+    fingerprint: str | None = None,
+    block_takeover: bool | None = None,
+    table_name: str | None = None,
+    store: IdempotencyStore | None = None,
+    lambda_context: Any = None,
+) -> OnceBlock:
+    """`begin` as a context manager (see OnceBlock): `with once(scope, key) as claim:`."""
+    return OnceBlock(
+        lambda: begin(
+            scope,
+            key,
+            expected_duration_s=expected_duration_s,
+            lease_s=lease_s,
+            owner=owner,
+            fingerprint=fingerprint,
+            block_takeover=block_takeover,
+            table_name=table_name,
+            store=store,
+            lambda_context=lambda_context,
+        )
+    )
+
+
+def error_info(error: BaseException | ErrorInfo | str, retryable: bool | None) -> ErrorInfo:
+    """The ErrorInfo `fail` records (see OnceLock.fail for the defaults)."""
+    if isinstance(error, ErrorInfo):
+        return error if retryable is None else replace(error, retryable=retryable)
+    if isinstance(error, BaseException):
+        if retryable is None:
+            retryable = not isinstance(error, PermanentError)
+        return ErrorInfo.from_exception(error, retryable=retryable)
+    return ErrorInfo("Failed", str(error)[: ErrorInfo.MAX_MESSAGE], retryable is not False)
+
+
+def _ms(seconds: float, name: str) -> int:
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{name} must be a positive number of seconds, got {seconds!r}")
+    return max(1, math.ceil(seconds * 1000))
