@@ -23,6 +23,7 @@ from exactly_once_cdk.tables import IdempotencyTable
 
 SERVICE_NAME = "lock_monitor"  # Powertools adds it as the `service` dimension of every metric
 STUCK_LOCKS = "StuckLocks"
+OVERDUE_WORK = "OverdueWork"
 FAILED_RECORDS = "FailedRecords"
 INTERVAL = Duration.minutes(5)
 MONITOR_CODE = Path(__file__).resolve().parent / "monitor_function"
@@ -41,11 +42,12 @@ def monitor_metric(
 
 
 class StuckLockMonitor(Construct):
-    """Runs every `interval`; alarms when a lease expired with nobody taking over.
+    """Runs every `interval`; alarms when a lease expired with nobody taking over, and when
+    work runs past the completion its holder expected.
 
-    Its metrics are `<metrics_namespace>/StuckLocks` and `FailedRecords` with the dimension
-    `service=<service_name>`: give each stack in one account and region its own service name,
-    or their alarms count each other's records.
+    Its metrics are `<metrics_namespace>/StuckLocks`, `OverdueWork` and `FailedRecords` with
+    the dimension `service=<service_name>`: give each stack in one account and region its own
+    service name, or their alarms count each other's records.
     """
 
     def __init__(
@@ -99,6 +101,15 @@ class StuckLockMonitor(Construct):
             ),
             add_alarm(
                 self,
+                "OverdueWorkAlarm",
+                metric=self.metric(OVERDUE_WORK),
+                threshold=1,
+                description="In-progress work past the completion its holder expected "
+                "(`once` with expected_duration_s): slow or stalled, its lease still live",
+                topic=alarm_topic,
+            ),
+            add_alarm(
+                self,
                 "ErrorsAlarm",
                 metric=self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
                 threshold=1,
@@ -108,14 +119,18 @@ class StuckLockMonitor(Construct):
         ]
 
     def metric(self, name: str) -> cloudwatch.Metric:
-        """`StuckLocks` or `FailedRecords` as this monitor emits them."""
+        """`StuckLocks`, `OverdueWork` or `FailedRecords` as this monitor emits them."""
         return monitor_metric(name, self.metrics_namespace, self.service_name)
 
     def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
         return [
             cloudwatch.GraphWidget(
-                title="Stuck locks and failed records",
-                left=[self.metric(STUCK_LOCKS), self.metric(FAILED_RECORDS)],
+                title="Stuck locks, overdue work and failed records",
+                left=[
+                    self.metric(STUCK_LOCKS),
+                    self.metric(OVERDUE_WORK),
+                    self.metric(FAILED_RECORDS),
+                ],
                 width=12,
             )
         ]

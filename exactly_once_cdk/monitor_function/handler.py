@@ -1,8 +1,10 @@
-"""Scheduled stuck-lock monitor: how many records are stuck IN_PROGRESS or left FAILED.
+"""Scheduled stuck-lock monitor: how many records are stuck IN_PROGRESS, overdue, or FAILED.
 
 A stuck lock is an IN_PROGRESS record whose lease expired: its holder crashed or timed out and
-no redelivery has taken it over yet (or takeover is blocked for that consumer). FAILED records
-wait for a person. Both come from the sparse pending index, so this never scans the table.
+no redelivery has taken it over yet (or takeover is blocked for that consumer). Overdue work is
+IN_PROGRESS past the completion its holder expected (`once(..., expected_duration_s=...)`),
+which can be long before its lease ends: slow, not necessarily dead. FAILED records wait for a
+person. Both come from the sparse pending index, so this never scans the table.
 Counts go out as Powertools metrics (namespace ExactlyOnce) for the alarms; a sample of ids goes
 to the log so whoever is paged can start with `store.get` / `reset`.
 """
@@ -23,6 +25,7 @@ from exactly_once.schema import Status
 from exactly_once.store import IdempotencyStore
 
 STUCK_LOCKS = "StuckLocks"
+OVERDUE_WORK = "OverdueWork"
 FAILED_RECORDS = "FailedRecords"
 SAMPLE_SIZE = 10
 
@@ -60,6 +63,7 @@ def survey(store: IdempotencyStore, limit: int) -> dict[str, Tally]:
         STUCK_LOCKS: tally(
             store.list_pending(Status.IN_PROGRESS, stuck_only=True, limit=limit + 1), limit
         ),
+        OVERDUE_WORK: tally(store.list_overdue(limit=limit + 1), limit),
         FAILED_RECORDS: tally(store.list_pending(Status.FAILED, limit=limit + 1), limit),
     }
 

@@ -63,6 +63,9 @@ def seed(store: IdempotencyStore, scope: str) -> dict[str, str]:
     """One record in each state the monitor must tell apart; returns their ids by role."""
     stuck = store.acquire(scope, "stuck", lease_ms=-1_000, owner="crashed")
     live = store.acquire(scope, "live", lease_ms=600_000, owner="running")
+    # Expected done a second ago, its lease still live for 10 minutes: slow, not dead.
+    slow = store.acquire(scope, "slow", lease_ms=600_000, owner="slow", expected_duration_ms=-1_000)
+    assert slow.acquired
     failed = store.acquire(scope, "failed", lease_ms=60_000, owner="x")
     assert failed.lock is not None
     assert store.fail(failed.lock, ErrorInfo("Boom", "permanent", retryable=False)).ok
@@ -71,7 +74,7 @@ def seed(store: IdempotencyStore, scope: str) -> dict[str, str]:
     assert store.complete(done.lock, {"ok": True}).ok
     assert stuck.acquired
     assert live.acquired
-    return {role: f"{scope}#{role}" for role in ("stuck", "live", "failed", "done")}
+    return {role: f"{scope}#{role}" for role in ("stuck", "live", "slow", "failed", "done")}
 
 
 def emitted(output: str) -> list[dict[str, Any]]:
@@ -90,7 +93,7 @@ def test_counts_stuck_and_failed_records(
 
     result = handler.handle({"source": "aws.events"}, LocalLambdaContext("lock-monitor"))
 
-    assert result == {"StuckLocks": 1, "FailedRecords": 1}
+    assert result == {"StuckLocks": 1, "OverdueWork": 1, "FailedRecords": 1}
     lines = emitted(capsys.readouterr().out)
     (blob,) = [line for line in lines if "_aws" in line]
     (directive,) = blob["_aws"]["CloudWatchMetrics"]
@@ -98,13 +101,18 @@ def test_counts_stuck_and_failed_records(
     assert directive["Namespace"] == "ExactlyOnce"
     assert directive["Dimensions"] == [["service"]]
     assert blob["service"] == "lock_monitor"
-    assert (blob["StuckLocks"], blob["FailedRecords"]) == ([1.0], [1.0])
+    assert (blob["StuckLocks"], blob["OverdueWork"], blob["FailedRecords"]) == (
+        [1.0],
+        [1.0],
+        [1.0],
+    )
     # Log lines go through `logging` (Powertools binds its stream at import, so read caplog).
     warnings = {
         r.__dict__["metric"]: r.__dict__ for r in caplog.records if r.levelno == logging.WARNING
     }
     assert warnings["StuckLocks"]["sample_ids"] == [ids["stuck"]]
     assert warnings["FailedRecords"]["sample_ids"] == [ids["failed"]]
+    assert warnings["OverdueWork"]["sample_ids"] == [ids["slow"]]
     assert warnings["StuckLocks"]["by_scope"] == {"orders": 1}
 
 
@@ -113,6 +121,7 @@ def test_reports_zero_when_nothing_is_pending(
 ) -> None:
     assert handler.handle({}, LocalLambdaContext("lock-monitor")) == {
         "StuckLocks": 0,
+        "OverdueWork": 0,
         "FailedRecords": 0,
     }
     (blob,) = [line for line in emitted(capsys.readouterr().out) if "_aws" in line]

@@ -409,7 +409,7 @@ class TestAlarms:
     def test_every_alarm_notifies_the_topic(self, default_synth: Synth) -> None:
         topic_id, _ = default_synth.resource("AWS::SNS::Topic", "AlarmsTopic")
         alarms = default_synth.resources("AWS::CloudWatch::Alarm")
-        assert len(alarms) == 2 * 5 + 2 + 2 + 3  # per consumer, table throttles, monitor, API
+        assert len(alarms) == 2 * 5 + 2 + 3 + 3  # per consumer, table throttles, monitor, API
         for alarm in alarms.values():
             props = alarm["Properties"]
             assert props["AlarmActions"] == [{"Ref": topic_id}]
@@ -464,8 +464,11 @@ class TestAlarms:
         tables = set(default_synth.resources("AWS::DynamoDB::Table"))
         assert watched == tables
 
-    def test_stuck_locks_alarm_matches_what_the_monitor_emits(self, default_synth: Synth) -> None:
-        (alarm,) = self.alarms_by_metric(default_synth)["StuckLocks"]
+    @pytest.mark.parametrize("metric", ["StuckLocks", "OverdueWork"])
+    def test_monitor_alarms_match_what_the_monitor_emits(
+        self, default_synth: Synth, metric: str
+    ) -> None:
+        (alarm,) = self.alarms_by_metric(default_synth)[metric]
         assert alarm["Namespace"] == "ExactlyOnce"
         assert alarm["Dimensions"] == [{"Name": "service", "Value": "lock_monitor"}]
         assert alarm["Threshold"] == 1
