@@ -391,8 +391,8 @@ def test_http_api(default: Resources) -> None:
 def test_alarms_notify_the_topic(default: Resources) -> None:
     topic_id, _ = default.one("AWS::SNS::Topic")
     alarms = default.of_type("AWS::CloudWatch::Alarm")
-    # The consumer's five, the monitor's two and the HTTP API's three.
-    assert len(alarms) == 10, list(alarms)
+    # The consumer's five, the monitor's three and the HTTP API's three.
+    assert len(alarms) == 11, list(alarms)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]
