@@ -102,21 +102,18 @@ def function_alarms(
     scope: Construct, name: str, function: lambda_.IFunction, topic: sns.ITopic | None
 ) -> list[cloudwatch.Alarm]:
     """What every entry point's function gets: whole invocations failed, and throttling."""
+    specs = (
+        ("ErrorsAlarm", function.metric_errors, "failed whole invocations"),
+        ("ThrottlesAlarm", function.metric_throttles, "was throttled"),
+    )
     return [
         add_alarm(
             scope,
-            "ErrorsAlarm",
-            metric=function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+            alarm_id,
+            metric=metric(period=ALARM_PERIOD, statistic="Sum"),
             threshold=1,
-            description=f"{name}: the function failed whole invocations",
+            description=f"{name}: the function {what}",
             topic=topic,
-        ),
-        add_alarm(
-            scope,
-            "ThrottlesAlarm",
-            metric=function.metric_throttles(period=ALARM_PERIOD, statistic="Sum"),
-            threshold=1,
-            description=f"{name}: the function was throttled",
-            topic=topic,
-        ),
+        )
+        for alarm_id, metric, what in specs
     ]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from exactly_once import HttpRequest, RequestContext
 from exactly_once.ledger import record_effect
 from tests.api.conftest import MakeApi
+from tests.waiting import BOUND_S, wait_until
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -54,7 +55,7 @@ def test_fifty_concurrent_requests_with_one_key_run_the_handler_once(
 
     def handler(request: HttpRequest, ctx: RequestContext) -> dict[str, Any]:
         runs.append(ctx.fence)
-        release.wait(timeout=60)  # every other request arrives while this one holds the key
+        release.wait(timeout=BOUND_S)  # every other request arrives while this one holds the key
         record_effect(ctx, {"amount": request.json()["amount"]}, table=ledger_table)
         return created({"amount": request.json()["amount"], "fence": ctx.fence})
 
@@ -62,8 +63,7 @@ def test_fifty_concurrent_requests_with_one_key_run_the_handler_once(
     body = {"accountId": "a-1", "amount": "12.50"}
     with ThreadPoolExecutor(max_workers=50) as pool:
         first = pool.submit(served.post, body, "k-50")
-        while not runs:
-            threading.Event().wait(0.01)
+        wait_until(lambda: runs, lambda: "the first request never reached the handler")
         others = [pool.submit(served.post, body, "k-50") for _ in range(49)]
         conflicts = [f.result() for f in others]
         release.set()

@@ -287,3 +287,34 @@ def test_the_table_comes_from_the_environment(
     assert record.expires_at_s <= (record.updated_at_ms or 0) // 1000 + 600
     claim = begin(scope, "other", table_name=idempotency_table)
     assert claim.acquired
+
+
+def test_after_the_record_ttl_the_key_runs_again_but_its_effect_does_not(
+    store: IdempotencyStore, scope: str, clock: FakeClock, ledger_table: str
+) -> None:
+    """The clock passes the TTL: the record counts as absent, a new generation begins (a
+    higher fence, attempt 1), and a fenced effect of the first generation still refuses."""
+    from exactly_once.ledger import record_effect
+
+    first = begin(scope, "ttl", lease_s=30, store=store)
+    assert record_effect(first.lock, {"n": 1}, table=ledger_table) is not None
+    first.lock.succeed("done")
+    clock.advance(store.record_ttl_s + 3600)
+    again = begin(scope, "ttl", lease_s=30, store=store)
+    assert again.acquired
+    assert again.lock.attempt == 1
+    assert again.lock.fence > first.lock.fence
+    assert record_effect(again.lock, {"n": 2}, table=ledger_table) is None
+
+
+def test_hostile_keys_and_results_are_kept_not_refused(store: IdempotencyStore, scope: str) -> None:
+    """Valid but awkward input: a lone surrogate in the key and the result, a key longer than
+    a partition key allows, a result shaped like the codec's tags."""
+    for key in ("\ud83d-lone", "k" * 5000):
+        claim = begin(scope, key, lease_s=30, store=store)
+        assert claim.acquired
+        claim.lock.succeed({"__eo_set__": ["\ud83d"], "n": 10**5000})
+        assert begin(scope, key, lease_s=30, store=store).result == {
+            "__eo_set__": ["\ud83d"],
+            "n": 10**5000,
+        }

@@ -64,6 +64,15 @@ if TYPE_CHECKING:
 KEYS = ("k0", "k1")
 WORKERS = (0, 1)
 LEASE_MS = 10_000
+# A stored HTTP response (exactly_once.http_response), with text that is valid JSON but awkward.
+RESPONSE = {
+    "status": 201,
+    "headers": {"content-type": "application/json", "__eo_set__": "look-alike"},
+    "multiValueHeaders": {},
+    "cookies": ["s=\ud83d"],
+    "body": '{"note": "\ud83d", "n": ' + "9" * 500 + "}",
+    "isBase64Encoded": False,
+}
 TTL_S = 120
 ATTEMPTS = 2  # botocore attempts per call: a lost reply is retried once, a throttle twice
 BEHAVIOURS = ("ok", "raise", "permanent", "cancel")
@@ -280,13 +289,22 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- hand-driven holders (they may stop between any two steps: zombies) ----------------
 
-    @rule(worker=st.sampled_from(WORKERS), key=st.sampled_from(KEYS))
-    def hold(self, worker: int, key: str) -> None:
+    @rule(
+        worker=st.sampled_from(WORKERS),
+        key=st.sampled_from(KEYS),
+        expected=st.sampled_from((None, 1_000, LEASE_MS * 2)),  # `once`'s expected duration
+    )
+    def hold(self, worker: int, key: str, expected: int | None) -> None:
         before = self._raw(key)
         self.faults.fired = False
         try:
             got = self.store.acquire(
-                self.scope, key, lease_ms=LEASE_MS, owner=f"w{worker}", block_takeover=self.block
+                self.scope,
+                key,
+                lease_ms=LEASE_MS,
+                owner=f"w{worker}",
+                block_takeover=self.block,
+                expected_duration_ms=expected,
             )
         except Exception:
             assert self.faults.fired
@@ -297,6 +315,10 @@ class StoreMachine(RuleBasedStateMachine):
                 assert before.status is not Status.COMPLETED, "a completed key was acquired"
             self._saw_fence(key, got.lock.fence)
             self.holders[worker] = (key, got.lock)
+            held = self._raw(key)
+            if expected is not None and held is not None and held.lock_token == got.lock.token:
+                now_ms = int(self.clock() * 1000)
+                assert held.expected_by_ms == now_ms + expected
 
     def _held(self, worker: int) -> tuple[str, Lock]:
         held = self.holders[worker]
@@ -318,7 +340,10 @@ class StoreMachine(RuleBasedStateMachine):
             assert self.faults.fired
 
     @precondition(lambda self: any(self.holders.values()))
-    @rule(data=st.data(), action=st.sampled_from(("complete", "fail", "permanent", "extend")))
+    @rule(
+        data=st.data(),
+        action=st.sampled_from(("complete", "respond", "fail", "permanent", "extend")),
+    )
     def holder_write(self, data: st.DataObject, action: str) -> None:
         worker = data.draw(st.sampled_from([w for w, h in self.holders.items() if h]))
         key, lock = self._held(worker)
@@ -326,6 +351,8 @@ class StoreMachine(RuleBasedStateMachine):
         try:
             if action == "complete":
                 written = self.store.complete(lock, {"by": worker})
+            elif action == "respond":  # what the HTTP entry point stores, hostile text and all
+                written = self.store.complete(lock, RESPONSE)
             elif action == "extend":
                 written = self.store.extend(lock, LEASE_MS)
             else:

@@ -21,15 +21,15 @@ def write_durably(write: Callable[[], WriteResult], context: Any, reserve_ms: fl
     back-off is left; the last error is raised when it never got through. Every write it is
     used for is fenced and recognises its own lost reply, so trying again is safe."""
     delay = 0.1
-    for attempt in range(1, COMPLETE_ATTEMPTS + 1):
+    for _ in range(COMPLETE_ATTEMPTS - 1):
         try:
             return write()
         except Exception:
-            if attempt == COMPLETE_ATTEMPTS or remaining_ms(context) < reserve_ms + delay * 1000:
+            if remaining_ms(context) < reserve_ms + delay * 1000:
                 raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-    raise AssertionError("unreachable")  # the loop returns or raises
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    return write()  # the last try: what it raises is the caller's
 
 
 def complete_durably(

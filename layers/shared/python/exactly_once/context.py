@@ -8,6 +8,7 @@ import each other for it.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # the queue path never loads the HTTP modules
     from exactly_once.http_request import HttpRequest
 
 
-class LockedContext:
+class LockedContext(ABC):
     """The lock one execution holds on a record: its key, fence and attempt."""
 
     key: str
@@ -29,9 +30,9 @@ class LockedContext:
     _lock: Lock | None
 
     @property
+    @abstractmethod
     def origin_id(self) -> str:
         """What started the work (a message id, a request id): written beside its effects."""
-        raise NotImplementedError
 
     @property
     def scope(self) -> str:

@@ -35,6 +35,7 @@ from exactly_once.config import store_settings
 from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import PermanentError
+from exactly_once.keys import storable_key
 from exactly_once.lease import LeasePolicy
 from exactly_once.lease import owner as lambda_owner
 from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord, WriteResult
@@ -282,6 +283,8 @@ def begin(
       one is a MISMATCH, never run.
     - `block_takeover`: an expired lease is not taken over but made FAILED for a person (for
       work that must never repeat); default BLOCK_EXPIRED_LEASES.
+    - `key`: any text; one too long for a partition key, or that is not valid UTF-8, is
+      stored as its SHA-256 (`claim.key` says which).
     - `store`, else `table_name`, else IDEMPOTENCY_TABLE (with RECORD_TTL_SECONDS and
       FAILED_TTL_SECONDS) name the table.
 
@@ -289,6 +292,9 @@ def begin(
     """
     if not scope or not key:
         raise ValueError("scope and key must be non-empty")
+    # As for queue keys: too long for a partition key, or not UTF-8 (a lone surrogate), the
+    # record is keyed by its SHA-256, never refused.
+    key = storable_key(key)
     given: dict[str, Any] = {
         "table_name": table_name or (store.table_name if store else None),
         "scope": scope,
