@@ -18,6 +18,7 @@ from local_aws.tables import create_idempotency_table, create_ledger_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
 
 # Never reach real AWS from tests, whatever the developer's shell has configured.
 os.environ.update(
@@ -64,6 +65,27 @@ def make_ddb_client(endpoint: str, max_attempts: int = 3) -> DynamoDBClient:
             max_pool_connections=64,
         ),
     )
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """moto for SQS and SNS (never DynamoDB: its conditional writes are not atomic)."""
+    from moto.server import ThreadedMotoServer
+
+    from local_aws.ports import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def sqs(moto_endpoint: str) -> SQSClient:
+    return boto3.client("sqs", endpoint_url=moto_endpoint, region_name="us-east-1")
 
 
 @pytest.fixture(scope="session")

@@ -5,37 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from exactly_once import RecordContext, SqsConsumer, sqs_consumer
 from exactly_once_ops.lambda_context import LocalLambdaContext
-from local_aws.ports import free_port
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def sqs(moto_endpoint: str) -> SQSClient:
-    return boto3.client("sqs", endpoint_url=moto_endpoint, region_name="us-east-1")
 
 
 @dataclass

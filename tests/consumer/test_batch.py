@@ -319,11 +319,20 @@ def test_metrics_are_emitted_per_outcome(
     capsys.readouterr()
     handler(event(sqs_record({"id": "m1"}), sqs_record({"id": "m1"}), sqs_record("x")))
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-    assert len(emf) == 1
-    names = {m["Name"] for m in emf[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    batch = [doc for doc in emf if "consumer" in doc]
+    assert len(batch) == 1  # one document per batch for the outcomes
+    names = {m["Name"] for m in batch[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert "Processed" in names
     assert "Permanent" in names
-    assert emf[0]["Processed"] == [1.0]
+    assert batch[0]["Processed"] == [1.0]
+    # and one per lock event, at once: one lock taken (m1), one outcome written
+    lock_events = [
+        (doc["scope"], doc.get("Started"), doc.get("Finished")) for doc in emf if "scope" in doc
+    ]
+    scope = batch[0]["consumer"]
+    assert sorted(lock_events, key=str) == sorted(
+        [(scope, [1.0], None), (scope, None, [1.0])], key=str
+    )
 
 
 def test_default_margin_scales_with_short_timeouts(build: Callable[..., SqsConsumer]) -> None:

@@ -1,8 +1,9 @@
 """Exactly-once processing on AWS Lambda: a fenced DynamoDB idempotency store behind SQS
 consumers, HTTP APIs and any section of code (`once`).
 
-The HTTP names (`idempotent_api`, `HttpRequest`, ...) and the general-purpose lock (`once`,
-`begin`, `Claim`, ...) load on first use, so a queue consumer's cold start never imports them.
+Every entry point runs on one state machine, the general-purpose lock (`once`, `begin`,
+`claim`): the queue consumer, the SNS subscriber and the HTTP API take their keys through it.
+The HTTP and SNS names load on first use, so a queue consumer's cold start never imports them.
 """
 
 from __future__ import annotations
@@ -11,10 +12,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from exactly_once.consumer import SqsConsumer, sqs_consumer
-from exactly_once.context import LockedContext, RecordContext, RequestContext
+from exactly_once.context import (
+    LockedContext,
+    NotificationContext,
+    RecordContext,
+    RequestContext,
+)
 from exactly_once.errors import ConfigurationError, PermanentError
 from exactly_once.lease import LeasePolicy
 from exactly_once.messages import SqsMessage
+from exactly_once.once_lock import (
+    Claim,
+    ClaimStatus,
+    NotAcquired,
+    OnceBlock,
+    OnceLock,
+    begin,
+    claim,
+    once,
+)
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.records import (
     AcquireStatus,
@@ -34,27 +50,19 @@ if TYPE_CHECKING:
     from exactly_once.http_api import idempotent_api as idempotent_api
     from exactly_once.http_request import HttpRequest as HttpRequest
     from exactly_once.http_response import HttpResponse as HttpResponse
-    from exactly_once.once_lock import Claim as Claim
-    from exactly_once.once_lock import ClaimStatus as ClaimStatus
-    from exactly_once.once_lock import NotAcquired as NotAcquired
-    from exactly_once.once_lock import OnceBlock as OnceBlock
-    from exactly_once.once_lock import OnceLock as OnceLock
-    from exactly_once.once_lock import begin as begin
-    from exactly_once.once_lock import once as once
+    from exactly_once.sns_handler import DeliveryFailed as DeliveryFailed
+    from exactly_once.sns_handler import SnsSubscriber as SnsSubscriber
+    from exactly_once.sns_handler import sns_subscriber as sns_subscriber
 
 _LAZY = {
+    "DeliveryFailed": "sns_handler",
+    "SnsSubscriber": "sns_handler",
+    "sns_subscriber": "sns_handler",
     "ApiOutcome": "http_api",
-    "Claim": "once_lock",
-    "ClaimStatus": "once_lock",
     "HttpRequest": "http_request",
     "HttpResponse": "http_response",
     "IdempotentApi": "http_api",
-    "NotAcquired": "once_lock",
-    "OnceBlock": "once_lock",
-    "OnceLock": "once_lock",
-    "begin": "once_lock",
     "idempotent_api": "http_api",
-    "once": "once_lock",
 }
 
 __all__ = [
@@ -64,6 +72,7 @@ __all__ = [
     "Claim",
     "ClaimStatus",
     "ConfigurationError",
+    "DeliveryFailed",
     "ErrorInfo",
     "HttpRequest",
     "HttpResponse",
@@ -73,6 +82,7 @@ __all__ = [
     "Lock",
     "LockedContext",
     "NotAcquired",
+    "NotificationContext",
     "OnceBlock",
     "OnceLock",
     "Outcome",
@@ -80,6 +90,7 @@ __all__ = [
     "RecordContext",
     "RecordResult",
     "RequestContext",
+    "SnsSubscriber",
     "SqsConsumer",
     "SqsMessage",
     "Status",
@@ -87,8 +98,10 @@ __all__ = [
     "WriteResult",
     "WriteStatus",
     "begin",
+    "claim",
     "idempotent_api",
     "once",
+    "sns_subscriber",
     "sqs_consumer",
 ]
 

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from exactly_once.lease import remaining_ms
-from exactly_once.records import ErrorInfo, Lock, WriteResult
-from exactly_once.store import IdempotencyStore
+from exactly_once.records import WriteResult
 
 COMPLETE_ATTEMPTS = 4  # each is botocore's own retries
 
@@ -30,15 +29,3 @@ def write_durably(write: Callable[[], WriteResult], context: Any, reserve_ms: fl
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
     return write()  # the last try: what it raises is the caller's
-
-
-def complete_durably(
-    store: IdempotencyStore, lock: Lock, result: Any, context: Any, reserve_ms: float
-) -> WriteResult:
-    return write_durably(lambda: store.complete(lock, result), context, reserve_ms)
-
-
-def fail_durably(
-    store: IdempotencyStore, lock: Lock, error: ErrorInfo, context: Any, reserve_ms: float
-) -> WriteResult:
-    return write_durably(lambda: store.fail(lock, error), context, reserve_ms)

@@ -46,6 +46,7 @@ class ConsumerConfig:
     record_ttl_s: int = 15 * 86_400
     failed_ttl_s: int = 30 * 86_400
     result_cap_bytes: int = 64 * 1024
+    sns_envelope: str = "auto"  # see sns_messages.ENVELOPE_MODES
 
     def margin_for(self, budget_ms: float) -> float:
         """How close to the deadline a record may still start.
@@ -60,20 +61,28 @@ class ConsumerConfig:
         return min(5_000.0, max(500.0, budget_ms / 5))
 
     @classmethod
-    def resolve(cls, overrides: dict[str, Any]) -> ConsumerConfig:
-        """Read the environment now (not at import), so tests and local tools can set it."""
+    def resolve(
+        cls, overrides: dict[str, Any], scope_variable: str = "CONSUMER_SCOPE"
+    ) -> ConsumerConfig:
+        """Read the environment now (not at import), so tests and local tools can set it.
+        The SNS subscriber shares these settings, with its scope in SUBSCRIBER_SCOPE."""
         given = {k: v for k, v in overrides.items() if v is not None}
         defaults: dict[str, Any] = {
-            **store_settings(given, "CONSUMER_SCOPE"),
+            **store_settings(given, scope_variable),
             "dead_letter_queue_url": os.environ.get("DEAD_LETTER_QUEUE_URL") or None,
             "concurrency": env_int("BATCH_CONCURRENCY", 10),
             "deadline_margin_ms": env_int("DEADLINE_MARGIN_MS", 0) or None,
+            "sns_envelope": (os.environ.get("SNS_ENVELOPE") or "auto").strip().lower(),
         }
         if "fingerprint_fields" in given:
             given["fingerprint_fields"] = tuple(given["fingerprint_fields"])
         config = cls(**{**defaults, **given})
         if config.concurrency < 1:
             raise ConfigurationError("concurrency must be at least 1")
+        if config.sns_envelope not in ("auto", "on", "off"):
+            raise ConfigurationError(
+                f"SNS_ENVELOPE must be auto, on or off, got {config.sns_envelope!r}"
+            )
         return config
 
 

@@ -117,6 +117,7 @@ def sqs_consumer(
     lease: LeasePolicy | None = None,
     deadline_margin_ms: int | None = None,
     result_cap_bytes: int | None = None,
+    sns_envelope: str | None = None,
     dynamodb_client: DynamoDBClient | None = None,
     sqs_client: SQSClient | None = None,
 ) -> Callable[[Handler], SqsConsumer]:
@@ -124,6 +125,9 @@ def sqs_consumer(
 
     `key`: a dotted body path ("order.id"), "attribute:Name", a callable taking the raw record,
     or None for the messageId. Prefer a business key: a DLQ replay gives a new messageId.
+    `sns_envelope` (SNS_ENVELOPE): "auto" (default) reads the notification inside a body that
+    is an SNS envelope (a topic subscription without raw delivery): the key and the body come
+    from it, and None means the SNS MessageId; "on" requires one; "off" never looks.
     Keyword arguments override the environment (IDEMPOTENCY_TABLE, CONSUMER_SCOPE,
     DEAD_LETTER_QUEUE_URL, BATCH_CONCURRENCY, BLOCK_EXPIRED_LEASES, ...).
     """
@@ -139,6 +143,7 @@ def sqs_consumer(
         "lease": lease,
         "deadline_margin_ms": deadline_margin_ms,
         "result_cap_bytes": result_cap_bytes,
+        "sns_envelope": sns_envelope,
     }
 
     def wrap(fn: Handler) -> SqsConsumer:

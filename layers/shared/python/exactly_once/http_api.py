@@ -20,7 +20,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import observability
-from exactly_once.completion import complete_durably, fail_durably
 from exactly_once.context import RequestContext
 from exactly_once.effects import LeaseLost
 from exactly_once.http_caller import CallerOf, authorized_caller
@@ -35,7 +34,8 @@ from exactly_once.http_response import (
     replay,
 )
 from exactly_once.lease import LeasePolicy, owner
-from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
+from exactly_once.once_lock import Claim, ClaimStatus, OnceLock, claim
+from exactly_once.records import ErrorInfo, StoredRecord
 from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:
@@ -177,13 +177,15 @@ class IdempotentApi:
             return _misconfigured("no authenticated caller to scope the key to")
         record_key = scoped_key(caller, key)
         try:
-            acquisition = store.acquire(
+            claimed = claim(
+                store,
                 config.scope,
                 record_key,
                 lease_ms=config.lease.lease_ms(context),
                 owner=owner(context),
                 fingerprint=request_fingerprint(request, config.fingerprint_headers),
                 block_takeover=config.block_takeover,
+                lambda_context=context,
             )
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             observability.logger().error(
@@ -200,21 +202,22 @@ class IdempotentApi:
                 ),
                 key=record_key,
             )
-        if not acquisition.acquired:
-            return _refused(acquisition, record_key, config)
+        if not claimed.acquired:
+            return _refused(claimed, record_key, config)
+        lock = claimed.lock
         ctx = RequestContext(
             request_id=request.request_id,
             key=record_key,
-            fence=acquisition.lock.fence if acquisition.lock else 0,
-            attempt=acquisition.lock.attempt if acquisition.lock else 0,
+            fence=lock.fence,
+            attempt=lock.attempt,
             idempotency_key=key,
             caller=caller,
             request=request,
             lambda_context=context,
             _store=store,
-            _lock=acquisition.lock,
+            _lock=lock.store_lock,
         )
-        return self._run(ctx, config, store, acquisition.takeover, context)
+        return self._run(ctx, config, lock, claimed.takeover)
 
     def _run_unguarded(self, request: HttpRequest, context: Any) -> ApiResult:
         """No key to keep: the handler runs as it would without this decorator."""
@@ -239,12 +242,9 @@ class IdempotentApi:
         self,
         ctx: RequestContext,
         config: ApiConfig,
-        store: IdempotencyStore,
+        lock: OnceLock,
         takeover: bool,
-        context: Any,
     ) -> ApiResult:
-        lock = ctx._lock
-        assert lock is not None
         extra = {"key": ctx.key, "fence": lock.fence, "attempt": lock.attempt}
         try:
             response = HttpResponse.from_handler(self.handler(ctx.request, ctx))
@@ -255,7 +255,7 @@ class IdempotentApi:
             return _lease_lost(ctx, str(exc))
         except BaseException as exc:  # incl. a malformed response: kept, the next try runs
             error = ErrorInfo.from_exception(exc, retryable=True)
-            _record_failure(store, lock, error, context, extra)
+            _record_failure(lock, error, extra)
             if isinstance(exc, KeyboardInterrupt):
                 raise
             observability.logger().warning(
@@ -266,7 +266,7 @@ class IdempotentApi:
             )
         if response.status >= 500:  # Stripe's rule: a server error is not the final answer
             error = ErrorInfo("HttpStatus", f"the handler answered {response.status}", True)
-            _record_failure(store, lock, error, context, extra)
+            _record_failure(lock, error, extra)
             return ApiResult(ApiOutcome.FAILED, response, ctx.key, lock.fence, takeover=takeover)
         if not whole:
             observability.logger().warning(
@@ -274,7 +274,12 @@ class IdempotentApi:
                 extra={**extra, "cap": config.result_cap_bytes},
             )
         try:
-            written = complete_durably(store, lock, stored, context, 0.0)
+            lock.succeed(stored)
+        except LeaseLost:
+            observability.logger().error(
+                "LEASE LOST at completion: a newer request owns the key", extra=extra
+            )
+            return _lease_lost(ctx, "completion refused: a newer request owns the key")
         except Exception as exc:
             # The work happened and its answer is true: give it. The record stays IN_PROGRESS
             # until its lease ends (a retry meanwhile gets 409), then a retry runs again and
@@ -291,11 +296,6 @@ class IdempotentApi:
                 response_stored=False,
                 completion_failed=True,
             )
-        if not written.ok:
-            observability.logger().error(
-                "LEASE LOST at completion: a newer request owns the key", extra=extra
-            )
-            return _lease_lost(ctx, "completion refused: a newer request owns the key")
         return ApiResult(
             ApiOutcome.PROCESSED,
             response,
@@ -328,13 +328,13 @@ class IdempotentApi:
             observability.logger().exception("could not log or emit metrics")
 
 
-def _refused(acquisition: Acquisition, key: str, config: ApiConfig) -> ApiResult:
-    record = acquisition.record
-    status = acquisition.status
-    if status is AcquireStatus.ALREADY_COMPLETED:
+def _refused(claimed: Claim, key: str, config: ApiConfig) -> ApiResult:
+    record = claimed.record
+    status = claimed.status
+    if status is ClaimStatus.COMPLETED:
         stored = record.result if record else None
         return ApiResult(ApiOutcome.REPLAYED, replay(stored, config.result_cap_bytes), key)
-    if status is AcquireStatus.FINGERPRINT_MISMATCH:
+    if status is ClaimStatus.MISMATCH:
         return ApiResult(
             ApiOutcome.MISMATCH,
             problem(
@@ -346,7 +346,7 @@ def _refused(acquisition: Acquisition, key: str, config: ApiConfig) -> ApiResult
             ),
             key,
         )
-    if status is AcquireStatus.FAILED_PERMANENTLY:
+    if status is ClaimStatus.FAILED:
         return ApiResult(
             ApiOutcome.BLOCKED,
             problem(
@@ -421,13 +421,13 @@ def _storable(response: HttpResponse, config: ApiConfig) -> tuple[dict[str, Any]
     return response.summary(config.response_headers, config.result_cap_bytes), False
 
 
-def _record_failure(
-    store: IdempotencyStore, lock: Lock, error: ErrorInfo, context: Any, extra: dict[str, Any]
-) -> None:
+def _record_failure(lock: OnceLock, error: ErrorInfo, extra: dict[str, Any]) -> None:
     """Keep the failure, retried like completion: a FAILED write lost to one throttle burst
     would keep every retry out (409) until the lease ends. If it never lands, the lease does."""
     try:
-        fail_durably(store, lock, error, context, 0.0)
+        lock.fail(error)
+    except LeaseLost:
+        observability.logger().warning("failure not recorded: lease lost", extra=extra)
     except Exception:
         observability.logger().exception("could not record the failure", extra=extra)
 

@@ -71,18 +71,46 @@ class SqsMessage:
         fields = record if isinstance(record, dict) else {}
         system = fields.get("attributes")
         system = system if isinstance(system, dict) else {}
-        own = _own_attributes(fields.get("messageAttributes"))
-        packed = _packed(own)
         group, deduplication = system.get("MessageGroupId"), system.get("MessageDeduplicationId")
-        return cls(
-            record=record,
-            message_id=_text(fields.get("messageId")) or "",
-            body=_text(fields.get("body")),
+        return cls.of(
+            record,
+            _text(fields.get("messageId")) or "",
+            _text(fields.get("body")),
+            fields.get("messageAttributes"),
             receipt_handle=_text(fields.get("receiptHandle")),
             event_source_arn=_text(fields.get("eventSourceARN")),
             group_id=str(group) if group is not None else None,
             deduplication_id=str(deduplication) if deduplication else None,
             receive_count=_count(system.get("ApproximateReceiveCount")),
+        )
+
+    @classmethod
+    def of(
+        cls,
+        record: Any,
+        message_id: str,
+        body: str | None,
+        attributes: Any,
+        *,
+        receipt_handle: str | None = None,
+        event_source_arn: str | None = None,
+        group_id: str | None = None,
+        deduplication_id: str | None = None,
+        receive_count: int | None = None,
+    ) -> SqsMessage:
+        """A message from its parts, `attributes` in Lambda's SQS event form: how an SNS
+        notification (sns_messages.py) becomes one for the same state machine."""
+        own = _own_attributes(attributes)
+        packed = _packed(own)
+        return cls(
+            record=record,
+            message_id=message_id,
+            body=body,
+            receipt_handle=receipt_handle,
+            event_source_arn=event_source_arn,
+            group_id=group_id,
+            deduplication_id=deduplication_id,
+            receive_count=receive_count,
             message_attributes=_with_overflow(own, packed),
             replay_nonce=_replay_nonce(own, packed),
         )

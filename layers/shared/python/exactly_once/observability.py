@@ -54,8 +54,11 @@ def _metrics_instance() -> Metrics:
     return _metrics
 
 
-def emit_batch_metrics(scope: str, results: list[RecordResult]) -> None:
-    """One EMF document per batch: a count per outcome, plus takeovers, dimensioned by consumer."""
+def emit_batch_metrics(
+    scope: str, results: list[RecordResult], dimension: str = "consumer"
+) -> None:
+    """One EMF document per batch: a count per outcome, plus takeovers, dimensioned by consumer
+    (or by subscriber, for SNS)."""
     if not results:
         return
     counts = {
@@ -63,7 +66,27 @@ def emit_batch_metrics(scope: str, results: list[RecordResult]) -> None:
     }
     counts["Takeovers"] = sum(r.takeover for r in results)
     counts["DeadLettered"] = sum(r.dead_lettered for r in results)
-    emit_counts("consumer", scope, counts)
+    emit_counts(dimension, scope, counts)
+
+
+def count_lock_event(name: str, scope: str) -> None:
+    """One EMF document at once (`Started`, `Finished`), dimensioned by scope.
+
+    Not batched like the outcome counts: a lock taken by a process that dies before its batch
+    ends must still be counted, or "started minus finished" could never show the lost work.
+    Never raises: a metric must not cost the work. Outside Lambda, POWERTOOLS_METRICS_DISABLED
+    silences it.
+    """
+    try:
+        from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT)
+        with single_metric(
+            name=name, unit=MetricUnit.Count, value=1, namespace=namespace
+        ) as metric:
+            metric.add_dimension(name="scope", value=scope)
+    except Exception:
+        logger().exception("could not emit a lock metric", extra={"metric": name})
 
 
 def emit_counts(dimension: str, value: str, counts: dict[str, int]) -> None:

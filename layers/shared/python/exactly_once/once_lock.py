@@ -51,6 +51,11 @@ class ClaimStatus(StrEnum):
     MISMATCH = "mismatch"  # the key was used with another fingerprint
 
 
+STARTED = "Started"  # a lock was taken: work began
+FINISHED = "Finished"  # its outcome (COMPLETED or FAILED) was written
+"""Lock metrics, emitted at once per event: `Started - Finished` over a window is work that
+began and has no recorded outcome (a crash, a timeout, a zombie). The stack alarms on it."""
+
 _FROM_ACQUIRE = {
     AcquireStatus.ACQUIRED: ClaimStatus.ACQUIRED,
     AcquireStatus.ALREADY_COMPLETED: ClaimStatus.COMPLETED,
@@ -80,12 +85,17 @@ class OnceLock(LockedContext):
         key: str,
         owner: str,
         lambda_context: Any = None,
+        *,
+        reserve_ms: float = 0.0,
     ) -> None:
         self.key = key
         self.fence = lock.fence  # strictly increases per key: pass it downstream as a fence
         self.attempt = lock.attempt
         self.owner = owner
         self.lambda_context = lambda_context
+        # Retries of a write stop while more than this is left of the invocation: a batch
+        # keeps time to answer SQS (see completion.write_durably).
+        self.reserve_ms = reserve_ms
         self._store: IdempotencyStore | None = store
         self._lock: Lock | None = lock
         self._outcome: Status | None = None  # COMPLETED or FAILED, once written
@@ -118,6 +128,11 @@ class OnceLock(LockedContext):
         """Epoch seconds after which another caller may take the key over."""
         return self._held().lease_expires_at_ms / 1000
 
+    @property
+    def store_lock(self) -> Lock:
+        """The store's lock (its token fences every write), for an entry point's context."""
+        return self._held()
+
     def extend(self, seconds: float) -> float:
         """Hold the key `seconds` from now, for work running longer than its lease; returns
         the new lease end. `expected_by` stays: work that needs more time is late."""
@@ -139,13 +154,16 @@ class OnceLock(LockedContext):
         self._succeeding = True
         self._write(lambda: store.complete(lock, result), "succeed")
         self._outcome = Status.COMPLETED
+        observability.count_lock_event(FINISHED, self.scope)
 
-    def fail(self, error: BaseException | ErrorInfo | str, retryable: bool | None = None) -> None:
+    def fail(self, error: BaseException | ErrorInfo | str, retryable: bool | None = None) -> str:
         """Record FAILED with `error`, kept for a person and for the next `begin`.
 
         A retryable failure lets the next `begin` take the key again; a permanent one keeps it
         FAILED until an operator resets it. By default an ErrorInfo keeps its own flag, an
         exception is retryable unless it is a PermanentError, and a message is retryable.
+        Returns the permanent failure's replay nonce (what a dead-lettered copy carries so
+        that its replay may run again), "" for a retryable one.
         """
         lock = self._unfinished()
         store = self._writer()
@@ -155,8 +173,10 @@ class OnceLock(LockedContext):
                 "again. The record stays IN_PROGRESS until its lease ends; call succeed again."
             )
         info = error_info(error, retryable)
-        self._write(lambda: store.fail(lock, info), "fail")
+        written = self._write(lambda: store.fail(lock, info), "fail")
         self._outcome = Status.FAILED
+        observability.count_lock_event(FINISHED, self.scope)
+        return written.replay_nonce or ""
 
     def _held(self) -> Lock:
         if self._lock is None:
@@ -176,7 +196,7 @@ class OnceLock(LockedContext):
     def _write(self, write: Callable[[], WriteResult], what: str) -> WriteResult:
         """A fenced write, tried again on errors while the invocation has time (a script:
         COMPLETE_ATTEMPTS times); each recognises its own lost reply, so a retry is safe."""
-        written = write_durably(write, self.lambda_context, 0.0)
+        written = write_durably(write, self.lambda_context, self.reserve_ms)
         if written.ok:
             return written
         now = written.current
@@ -322,7 +342,8 @@ def begin(
         if lambda_context is not None
         else f"{socket.gethostname()}:{os.getpid()}"
     )
-    acquisition = store.acquire(
+    return claim(
+        store,
         scope,
         key,
         lease_ms=lease_ms,
@@ -330,16 +351,53 @@ def begin(
         fingerprint=fingerprint,
         block_takeover=settings["block_takeover"] if block_takeover is None else block_takeover,
         expected_duration_ms=expected_ms,
+        lambda_context=lambda_context,
+    )
+
+
+def claim(
+    store: IdempotencyStore,
+    scope: str,
+    key: str,
+    *,
+    lease_ms: int,
+    owner: str,
+    fingerprint: str | None = None,
+    block_takeover: bool = False,
+    expected_duration_ms: int | None = None,
+    replay_nonce: str | None = None,
+    lambda_context: Any = None,
+    reserve_ms: float = 0.0,
+) -> Claim:
+    """The one state machine's entry, with every setting resolved: `begin` for a caller that
+    already knows its store and lease (the queue, topic and HTTP entry points).
+
+    One conditional write. ACQUIRED hands back an `OnceLock`, whose fenced `succeed` and
+    `fail` are the only ways an outcome is written; anything else is the key's existing state.
+    `replay_nonce`: a dead-lettered message's, which may run a permanently FAILED key again.
+    `reserve_ms`: the lock's writes stop retrying with this much of the invocation left.
+    Raises what DynamoDB raises when it stays unreachable through botocore's retries.
+    """
+    acquisition = store.acquire(
+        scope,
+        key,
+        lease_ms=lease_ms,
+        owner=owner,
+        fingerprint=fingerprint,
+        block_takeover=block_takeover,
+        replay_nonce=replay_nonce,
+        expected_duration_ms=expected_duration_ms,
     )
     if acquisition.lock is None:
         return Claim(_FROM_ACQUIRE[acquisition.status], scope, key, record=acquisition.record)
+    observability.count_lock_event(STARTED, scope)
     return Claim(
         ClaimStatus.ACQUIRED,
         scope,
         key,
         takeover=acquisition.takeover,
         retry=acquisition.retry,
-        _lock=OnceLock(store, acquisition.lock, key, holder, lambda_context),
+        _lock=OnceLock(store, acquisition.lock, key, owner, lambda_context, reserve_ms=reserve_ms),
     )
 
 

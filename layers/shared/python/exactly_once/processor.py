@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, observability
 from exactly_once.codec import fingerprint
-from exactly_once.completion import complete_durably
 from exactly_once.config import ConsumerConfig
 from exactly_once.context import RecordContext
 from exactly_once.dead_letter import send_to_dead_letter_queue
@@ -21,9 +20,11 @@ from exactly_once.effects import LeaseLost
 from exactly_once.errors import PermanentError, UnusableInput
 from exactly_once.keys import KeySpec, resolve_key
 from exactly_once.lease import owner, remaining_ms
-from exactly_once.messages import SqsMessage, parse_body, queue_url_from_arn
+from exactly_once.messages import NonJsonBody, SqsMessage, parse_body, queue_url_from_arn
+from exactly_once.once_lock import ClaimStatus, OnceLock, claim
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.records import AcquireStatus, ErrorInfo, StoredRecord
+from exactly_once.records import ErrorInfo, StoredRecord
+from exactly_once.sns_messages import NotAnEnvelope, unwrap
 from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:
@@ -41,8 +42,10 @@ class RecordProcessor:
         config: ConsumerConfig,
         store: IdempotencyStore,
         sqs: SQSClient | None = None,
+        context_type: type[RecordContext] = RecordContext,
     ) -> None:
         self.handler = handler
+        self.context_type = context_type  # what the handler's ctx is (NotificationContext)
         self.key = key
         self.config = config
         self.store = store
@@ -100,8 +103,8 @@ class RecordProcessor:
         raises); retrying cannot change the input, so such a record goes to the DLQ at once.
         """
         try:
-            body = parse_body(message, self.config.raw_body)
-            key = resolve_key(self.key, message, body)
+            source, body = self._source(message)
+            key = resolve_key(self.key, source, body)
             fp = (
                 fingerprint(body, self.config.fingerprint_fields)
                 if self.config.fingerprint
@@ -112,6 +115,27 @@ class RecordProcessor:
         except Exception as exc:
             raise UnusableInput(f"{type(exc).__name__}: {exc}") from exc
         return body, key, fp
+
+    def _source(self, message: SqsMessage) -> tuple[SqsMessage, Any]:
+        """The message the key and body come from, and the body: the SNS notification inside
+        the body when it is an envelope (SNS -> SQS without raw delivery), else the message.
+        Unwrapped, a key of None is the SNS MessageId: the same for every delivery of one
+        published message, where each copy in the queue has its own SQS messageId."""
+        mode = self.config.sns_envelope
+        if mode == "off":
+            return message, parse_body(message, self.config.raw_body)
+        try:
+            outer = parse_body(message, False)
+        except NonJsonBody:
+            if mode == "on":
+                raise NotAnEnvelope("SNS_ENVELOPE=on, and the body is not JSON") from None
+            return message, parse_body(message, self.config.raw_body)
+        inner = unwrap(message, outer)
+        if inner is not None:
+            return inner, parse_body(inner, self.config.raw_body)
+        if mode == "on":
+            raise NotAnEnvelope("SNS_ENVELOPE=on, and the body is not an SNS notification")
+        return message, (message.body if self.config.raw_body else outer)
 
     def deferred(self, message: SqsMessage, reason: str) -> RecordResult:
         return RecordResult(message.message_id, Outcome.DEFERRED, True, reason=reason)
@@ -129,7 +153,8 @@ class RecordProcessor:
                 message, None, ErrorInfo.from_exception(exc, retryable=False), 0
             )
         try:
-            acquisition = self.store.acquire(
+            claimed = claim(
+                self.store,
                 self.config.scope,
                 key,
                 lease_ms=self.config.lease.lease_ms(context),
@@ -137,47 +162,45 @@ class RecordProcessor:
                 fingerprint=fp,
                 block_takeover=self.config.block_takeover,
                 replay_nonce=message.replay_nonce,
+                lambda_context=context,
+                reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
             )
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             return self._infrastructure_error(mid, key, "acquire", exc)
 
-        status = acquisition.status
-        if status is AcquireStatus.ALREADY_COMPLETED:
+        status, stored = claimed.status, claimed.record
+        if status is ClaimStatus.COMPLETED:
             return RecordResult(mid, Outcome.DUPLICATE, False, key=key)
-        if status is AcquireStatus.IN_PROGRESS:
-            return self._in_progress(message, key, acquisition.record)
-        if status is AcquireStatus.FINGERPRINT_MISMATCH:
+        if status is ClaimStatus.IN_PROGRESS:
+            return self._in_progress(message, key, stored)
+        if status is ClaimStatus.MISMATCH:
             error = ErrorInfo(
                 "FingerprintMismatch",
                 f"key {key!r} was already used for a different payload",
                 retryable=False,
             )
-            return self._dead_letter(message, key, error, _attempts(acquisition.record))
-        if status is AcquireStatus.FAILED_PERMANENTLY:
-            stored = acquisition.record
-            error = (stored.error if stored else None) or ErrorInfo("Failed", "", False)
+            return self._dead_letter(message, key, error, _attempts(stored))
+        if status is ClaimStatus.FAILED:
+            error = claimed.error or ErrorInfo("Failed", "", False)
             nonce = stored.replay_nonce if stored else None
             return self._dead_letter(message, key, error, _attempts(stored), nonce=nonce)
 
-        assert acquisition.lock is not None
-        ctx = RecordContext(
+        lock = claimed.lock
+        ctx = self.context_type(
             mid,
             key,
-            acquisition.lock.fence,
-            acquisition.lock.attempt,
+            lock.fence,
+            lock.attempt,
             message.record,
             context,
             self.store,
-            acquisition.lock,
+            lock.store_lock,
             message,
         )
-        return self._run(ctx, body, acquisition.takeover, context, margin_ms)
+        return self._run(ctx, lock, body, claimed.takeover)
 
-    def _run(
-        self, ctx: RecordContext, body: Any, takeover: bool, context: Any, margin_ms: float
-    ) -> RecordResult:
-        mid, key, lock = ctx.message_id, ctx.key, ctx._lock
-        assert lock is not None
+    def _run(self, ctx: RecordContext, lock: OnceLock, body: Any, takeover: bool) -> RecordResult:
+        mid, key = ctx.message_id, ctx.key
         try:
             result = self.handler(body, ctx)
         except LeaseLost as exc:  # a fenced effect was refused: a newer holder owns the record
@@ -187,14 +210,14 @@ class RecordProcessor:
             return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
         except PermanentError as exc:
             error = ErrorInfo.from_exception(exc, retryable=False)
-            failed = self._fail(ctx, error)
+            failed = self._fail(ctx, lock, error)
             if failed is None:
                 return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
             return self._dead_letter(
                 ctx.message, key, error, lock.attempt, takeover=takeover, nonce=failed
             )
         except BaseException as exc:  # CancelledError, a library's SystemExit: this record only
-            self._fail(ctx, ErrorInfo.from_exception(exc, retryable=True))
+            self._fail(ctx, lock, ErrorInfo.from_exception(exc, retryable=True))
             if isinstance(exc, KeyboardInterrupt):
                 raise
             observability.logger().warning(
@@ -210,14 +233,34 @@ class RecordProcessor:
                 fence=lock.fence,
                 takeover=takeover,
             )
-        return self._complete(ctx, result, takeover, context, margin_ms)
+        return self._complete(ctx, lock, result, takeover)
 
     def _complete(
-        self, ctx: RecordContext, result: Any, takeover: bool, context: Any, margin_ms: float
+        self, ctx: RecordContext, lock: OnceLock, result: Any, takeover: bool
     ) -> RecordResult:
-        assert ctx._lock is not None
         try:
-            written = complete_durably(self.store, ctx._lock, result, context, margin_ms / 2)
+            lock.succeed(result)
+        except LeaseLost as lost:
+            observability.logger().error(
+                "LEASE LOST at completion: the work ran, but another holder owns the record now",
+                extra={
+                    "message_id": ctx.message_id,
+                    "key": ctx.key,
+                    "fence": ctx.fence,
+                    "holder": str(lost),
+                },
+            )
+            # Reported failed, not succeeded: if this holder's (fenced) effect was refused and the
+            # newer holder then failed, deleting the message would leave nothing to retry the
+            # key. The redelivery costs one call and comes back as a duplicate at worst.
+            return RecordResult(
+                ctx.message_id,
+                Outcome.LEASE_LOST,
+                True,
+                key=ctx.key,
+                fence=ctx.fence,
+                takeover=takeover,
+            )
         except Exception as exc:
             observability.logger().error(
                 "completion could not be recorded; the record stays IN_PROGRESS until "
@@ -233,29 +276,6 @@ class RecordProcessor:
                 fence=ctx.fence,
                 takeover=takeover,
             )
-        if not written.ok:
-            holder = written.current
-            observability.logger().error(
-                "LEASE LOST at completion: the work ran, but another holder owns the record now",
-                extra={
-                    "message_id": ctx.message_id,
-                    "key": ctx.key,
-                    "fence": ctx.fence,
-                    "holder_fence": holder.fence if holder else None,
-                    "holder_status": holder.status if holder else None,
-                },
-            )
-            # Reported failed, not succeeded: if this holder's (fenced) effect was refused and the
-            # newer holder then failed, deleting the message would leave nothing to retry the
-            # key. The redelivery costs one call and comes back as a duplicate at worst.
-            return RecordResult(
-                ctx.message_id,
-                Outcome.LEASE_LOST,
-                True,
-                key=ctx.key,
-                fence=ctx.fence,
-                takeover=takeover,
-            )
         return RecordResult(
             ctx.message_id,
             Outcome.PROCESSED,
@@ -265,18 +285,18 @@ class RecordProcessor:
             takeover=takeover,
         )
 
-    def _fail(self, ctx: RecordContext, error: ErrorInfo) -> str | None:
+    def _fail(self, ctx: RecordContext, lock: OnceLock, error: ErrorInfo) -> str | None:
         """Keep the failure on the record. Returns its replay nonce ("" when retryable); None
         when the lease was lost or the write failed."""
-        assert ctx._lock is not None
         try:
-            written = self.store.fail(ctx._lock, error)
+            return lock.fail(error)
+        except LeaseLost:
+            return None
         except Exception:
             observability.logger().exception(
                 "could not record the failure", extra={"message_id": ctx.message_id}
             )
             return None
-        return (written.replay_nonce or "") if written.ok else None
 
     def _in_progress(
         self, message: SqsMessage, key: str, holder: StoredRecord | None
