@@ -2,10 +2,12 @@
 
 Hypothesis interleaves, for two keys: message deliveries through the record processor (whose
 business function applies a fenced effect, then succeeds, raises, fails permanently or raises
-a BaseException), hand-driven holders that acquire, apply the effect, complete, fail, extend or
-die between any two steps (zombies), clock jumps past a lease and past the TTL, the TTL sweep,
-lost replies (the write commits, botocore retries it) and throttles past botocore's retries,
-and replays of dead-lettered messages. After every step it checks the invariants:
+a BaseException) as a queue record, as an SNS envelope in a queue record, or as a notification
+to a subscribed Lambda (one state machine for all three); hand-driven holders that acquire,
+apply the effect, complete, fail, extend or die between any two steps (zombies); clock jumps
+past a lease and past the TTL, the TTL sweep, lost replies (the write commits, botocore
+retries it) and throttles past botocore's retries, and replays of dead-lettered messages.
+After every step it checks the invariants:
 
 - at most one fenced effect per key, and a processed message's effect exists;
 - a key whose record is COMPLETED and live never runs again;
@@ -50,6 +52,7 @@ from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.processor import RecordProcessor
 from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord
 from exactly_once.schema import Status
+from exactly_once.sns_messages import from_lambda_record
 from exactly_once.store import IdempotencyStore
 from fault_injection.lost_replies import install_lost_replies
 from fault_injection.throttling import install_throttling
@@ -141,6 +144,15 @@ def _attribute(params: dict[str, Any], name: str) -> str | None:
     return None
 
 
+def _notification(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Type": "Notification",
+        "MessageId": str(uuid.uuid4()),
+        "TopicArn": "arn:aws:sns:us-east-1:123456789012:sales",
+        "Message": json.dumps(message),
+    }
+
+
 def _record(body: dict[str, Any], attributes: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "messageId": str(uuid.uuid4()),
@@ -229,12 +241,15 @@ class StoreMachine(RuleBasedStateMachine):
 
     # -- deliveries through the processor --------------------------------------------------
 
-    def _deliver(self, key: str, record: dict[str, Any], behaviour: str) -> RecordResult:
+    def _deliver(
+        self, key: str, record: dict[str, Any], behaviour: str, *, sns: bool = False
+    ) -> RecordResult:
         assert self.processor is not None
         before = self._raw(key)
         self.behaviour, self.ran, self.faults.fired = behaviour, False, False
         sent_before = len(self.dlq.sent)
-        result = self.processor.process(SqsMessage.from_record(record), None)
+        message = from_lambda_record(record) if sns else SqsMessage.from_record(record)
+        result = self.processor.process(message, None)
         now_ms = int(self.clock() * 1000)
 
         if self._live(before) and before is not None and before.status is Status.COMPLETED:
@@ -263,6 +278,17 @@ class StoreMachine(RuleBasedStateMachine):
     def deliver(self, key: str, behaviour: str) -> None:
         self._deliver(key, _record({"id": key}), behaviour)
 
+    @rule(key=st.sampled_from(KEYS), behaviour=st.sampled_from(BEHAVIOURS))
+    def deliver_fanned_out(self, key: str, behaviour: str) -> None:
+        """SNS -> SQS without raw delivery: the key is inside the envelope's Message."""
+        self._deliver(key, _record(_notification({"id": key})), behaviour)
+
+    @rule(key=st.sampled_from(KEYS), behaviour=st.sampled_from(BEHAVIOURS))
+    def notify(self, key: str, behaviour: str) -> None:
+        """A Lambda subscribed to the topic: the event's Records[].Sns."""
+        sns = {**_notification({"id": key}), "MessageAttributes": {}}
+        self._deliver(key, {"EventSource": "aws:sns", "Sns": sns}, behaviour, sns=True)
+
     @precondition(lambda self: bool(self.dlq.sent))
     @rule(data=st.data(), forge=st.booleans())
     def replay(self, data: st.DataObject, forge: bool) -> None:
@@ -275,7 +301,8 @@ class StoreMachine(RuleBasedStateMachine):
         if forge:
             attributes["eo-replay-nonce"] = {"stringValue": "f" * 32, "dataType": "String"}
         body = json.loads(sent["MessageBody"])
-        key = body["id"]
+        # an envelope is dead-lettered as delivered; a notification as its Message
+        key = json.loads(body["Message"])["id"] if "Message" in body else body["id"]
         before = self._raw(key)
         self._deliver(key, _record(body, attributes), "ok")
         permanent = (

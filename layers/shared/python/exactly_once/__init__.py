@@ -18,6 +18,7 @@ from exactly_once.context import (
     RecordContext,
     RequestContext,
 )
+from exactly_once.effects import LeaseLost
 from exactly_once.errors import ConfigurationError, PermanentError
 from exactly_once.lease import LeasePolicy
 from exactly_once.messages import SqsMessage
@@ -78,6 +79,7 @@ __all__ = [
     "HttpResponse",
     "IdempotencyStore",
     "IdempotentApi",
+    "LeaseLost",
     "LeasePolicy",
     "Lock",
     "LockedContext",

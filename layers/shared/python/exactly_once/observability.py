@@ -79,7 +79,10 @@ def count_lock_event(name: str, scope: str) -> None:
     """
     try:
         from aws_lambda_powertools.metrics import MetricUnit, single_metric
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+        if is_metrics_disabled():  # single_metric does not check it (Metrics does)
+            return
         namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT)
         with single_metric(
             name=name, unit=MetricUnit.Count, value=1, namespace=namespace
