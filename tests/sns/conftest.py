@@ -11,12 +11,14 @@ import boto3
 import pytest
 
 from exactly_once import NotificationContext, SnsSubscriber, sns_subscriber
-from tests.consumer.conftest import Queues, make_queues
+from tests.consumer.conftest import Queues, make_consumer, make_queues
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
+
+__all__ = ["make_consumer"]  # the consumer tests' fixture, for fan-out
 
 TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:sales"
 

@@ -11,13 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import IdempotencyStore, Outcome, RecordContext, SqsConsumer, sqs_consumer
-from tests.consumer.conftest import Queues, drain, event, lambda_context, sqs_record
+from exactly_once import IdempotencyStore, Outcome
+from tests.consumer.conftest import (
+    MakeConsumer,
+    Queues,
+    drain,
+    event,
+    lambda_context,
+    sqs_record,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
@@ -51,33 +55,15 @@ def delivered(sqs: SQSClient, url: str) -> list[dict[str, Any]]:
     return records
 
 
-@pytest.fixture
-def build(
-    ddb: DynamoDBClient, sqs: SQSClient, idempotency_table: str, scope: str, queues: Queues
-) -> Callable[..., SqsConsumer]:
-    def make(fn: Callable[[Any, RecordContext], Any], **kwargs: Any) -> SqsConsumer:
-        kwargs.setdefault("key", "orderId")
-        return sqs_consumer(
-            table_name=idempotency_table,
-            scope=scope,
-            dead_letter_queue_url=queues.dlq_url,
-            dynamodb_client=ddb,
-            sqs_client=sqs,
-            **kwargs,
-        )(fn)
-
-    return make
-
-
 def test_the_envelope_is_unwrapped_for_a_body_key(
-    sns: SNSClient, sqs: SQSClient, build: Callable[..., SqsConsumer]
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer
 ) -> None:
     topic, url = subscribed_queue(sns, sqs, raw=False)
     sns.publish(TopicArn=topic, Message=json.dumps({"orderId": "o-1", "amount": 3}))
     (record,) = delivered(sqs, url)
     assert json.loads(record["body"])["Type"] == "Notification"  # an envelope, as SNS sends
     seen: list[Any] = []
-    consumer = build(lambda body, ctx: seen.append((body, ctx.key)))
+    consumer = make_consumer(lambda body, ctx: seen.append((body, ctx.key)))
     assert consumer(event(record), lambda_context()) == {"batchItemFailures": []}
     assert seen == [({"orderId": "o-1", "amount": 3}, "o-1")]
 
@@ -85,7 +71,7 @@ def test_the_envelope_is_unwrapped_for_a_body_key(
 def test_one_sns_message_delivered_twice_to_the_queue_runs_once(
     sns: SNSClient,
     sqs: SQSClient,
-    build: Callable[..., SqsConsumer],
+    make_consumer: MakeConsumer,
     store: IdempotencyStore,
     scope: str,
 ) -> None:
@@ -95,7 +81,7 @@ def test_one_sns_message_delivered_twice_to_the_queue_runs_once(
     (record,) = delivered(sqs, url)
     again = {**record, "messageId": str(uuid.uuid4())}  # SNS delivered it a second time
     ran: list[str] = []
-    consumer = build(lambda body, ctx: ran.append(ctx.key), key=None)
+    consumer = make_consumer(lambda body, ctx: ran.append(ctx.key), key=None)
     consumer(event(record, again), lambda_context())
     assert [r.outcome for r in consumer.last_results] == [Outcome.PROCESSED, Outcome.DUPLICATE]
     assert ran == [published]
@@ -103,7 +89,7 @@ def test_one_sns_message_delivered_twice_to_the_queue_runs_once(
 
 
 def test_raw_delivery_keeps_sns_attributes_as_sqs_attributes(
-    sns: SNSClient, sqs: SQSClient, build: Callable[..., SqsConsumer]
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer
 ) -> None:
     topic, url = subscribed_queue(sns, sqs, raw=True)
     sns.publish(
@@ -115,13 +101,13 @@ def test_raw_delivery_keeps_sns_attributes_as_sqs_attributes(
     (record,) = records
     assert json.loads(record["body"]) == {"amount": 2}  # the message itself, no envelope
     seen: list[Any] = []
-    consumer = build(lambda body, ctx: seen.append((body, ctx.key)), key="attribute:saleId")
+    consumer = make_consumer(lambda body, ctx: seen.append((body, ctx.key)), key="attribute:saleId")
     consumer(event(*records, {**record, "messageId": str(uuid.uuid4())}), lambda_context())
     assert seen == [({"amount": 2}, "raw-1")]
 
 
 def test_an_sns_attribute_inside_an_envelope_is_a_key_too(
-    sns: SNSClient, sqs: SQSClient, build: Callable[..., SqsConsumer]
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer
 ) -> None:
     topic, url = subscribed_queue(sns, sqs, raw=False)
     sns.publish(
@@ -130,7 +116,7 @@ def test_an_sns_attribute_inside_an_envelope_is_a_key_too(
         MessageAttributes={"saleId": {"DataType": "String", "StringValue": "env-attr"}},
     )
     seen: list[Any] = []
-    consumer = build(
+    consumer = make_consumer(
         lambda body, ctx: seen.append((body, ctx.key)), key="attribute:saleId", raw_body=True
     )
     consumer(event(*delivered(sqs, url)), lambda_context())
@@ -138,12 +124,12 @@ def test_an_sns_attribute_inside_an_envelope_is_a_key_too(
 
 
 def test_with_the_envelope_off_the_envelope_is_the_body(
-    sns: SNSClient, sqs: SQSClient, build: Callable[..., SqsConsumer], queues: Queues
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer, queues: Queues
 ) -> None:
     topic, url = subscribed_queue(sns, sqs, raw=False)
     sns.publish(TopicArn=topic, Message=json.dumps({"orderId": "off-1"}))
     seen: list[Any] = []
-    consumer = build(
+    consumer = make_consumer(
         lambda body, ctx: seen.append(body["Type"]), key="MessageId", sns_envelope="off"
     )
     consumer(event(*delivered(sqs, url)), lambda_context())
@@ -151,10 +137,10 @@ def test_with_the_envelope_off_the_envelope_is_the_body(
 
 
 def test_with_the_envelope_required_a_plain_body_goes_to_the_dlq(
-    sqs: SQSClient, build: Callable[..., SqsConsumer], queues: Queues
+    sqs: SQSClient, make_consumer: MakeConsumer, queues: Queues
 ) -> None:
     ran: list[Any] = []
-    consumer = build(lambda body, ctx: ran.append(body), sns_envelope="on")
+    consumer = make_consumer(lambda body, ctx: ran.append(body), sns_envelope="on")
     consumer(event(sqs_record({"orderId": "plain"}), sqs_record("not json")), lambda_context())
     assert [r.outcome for r in consumer.last_results] == [Outcome.PERMANENT] * 2
     letters = drain(sqs, queues.dlq_url)
@@ -175,31 +161,31 @@ def test_with_the_envelope_required_a_plain_body_goes_to_the_dlq(
     ],
 )
 def test_a_look_alike_body_is_not_unwrapped(
-    build: Callable[..., SqsConsumer], look_alike: dict[str, Any]
+    make_consumer: MakeConsumer, look_alike: dict[str, Any]
 ) -> None:
     seen: list[Any] = []
-    consumer = build(lambda body, ctx: seen.append(body), key=None)
+    consumer = make_consumer(lambda body, ctx: seen.append(body), key=None)
     consumer(event(sqs_record(look_alike)), lambda_context())
     assert seen == [look_alike]
 
 
 def test_a_bad_envelope_mode_fails_every_record_without_losing_one(
-    build: Callable[..., SqsConsumer], monkeypatch: pytest.MonkeyPatch
+    make_consumer: MakeConsumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SNS_ENVELOPE", "sometimes")
-    consumer = build(lambda body, ctx: None)
+    consumer = make_consumer(lambda body, ctx: None)
     response = consumer(event(sqs_record({"orderId": "x"})), lambda_context())
     assert len(response["batchItemFailures"]) == 1
     assert "SNS_ENVELOPE" in (consumer.last_results[0].reason or "")
 
 
 def test_a_dead_lettered_envelope_keeps_its_envelope_for_a_replay(
-    sns: SNSClient, sqs: SQSClient, build: Callable[..., SqsConsumer], queues: Queues
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer, queues: Queues
 ) -> None:
     topic, url = subscribed_queue(sns, sqs, raw=False)
     sns.publish(TopicArn=topic, Message=json.dumps({"amount": 1}))  # no orderId
     (record,) = delivered(sqs, url)
-    consumer = build(lambda body, ctx: None)
+    consumer = make_consumer(lambda body, ctx: None)
     consumer(event(record), lambda_context())
     (letter,) = drain(sqs, queues.dlq_url)
     assert letter["Body"] == record["body"]  # as delivered: a replay is read the same way

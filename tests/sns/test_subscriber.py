@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 def test_the_same_notification_delivered_twice_runs_once(make_subscriber: MakeSubscriber) -> None:
     ran: list[str] = []
+
     def count(message: Any, ctx: NotificationContext) -> dict[str, Any]:
         ran.append(message["orderId"])
         return {"counted": message["amount"]}

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import observability
 from exactly_once.batch import batch_response, run_batch
-from exactly_once.config import ConsumerConfig
 from exactly_once.keys import KeySpec
 from exactly_once.lease import LeasePolicy, remaining_ms
 from exactly_once.messages import SqsMessage
-from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.processor import Handler, RecordProcessor
-from exactly_once.store import IdempotencyStore
+from exactly_once.outcomes import Outcome, RecordResult, count_outcomes
+from exactly_once.processor import Handler
+from exactly_once.record_entry import RecordEntry
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -24,41 +21,12 @@ if TYPE_CHECKING:
 BatchResponse = dict[str, list[dict[str, str]]]
 
 
-class SqsConsumer:
+class SqsConsumer(RecordEntry):
     """The Lambda handler: `consumer(event, context) -> {"batchItemFailures": [...]}`.
 
-    Configuration is read on the first invocation (not at import) and whenever the
-    environment changes, and it never raises: an all-failed batch is reported, not thrown,
+    It never raises: an all-failed batch is reported, not thrown,
     because a raised error retries the whole batch and makes Lambda back off.
     """
-
-    def __init__(
-        self,
-        handler: Handler,
-        key: KeySpec,
-        overrides: dict[str, Any],
-        dynamodb_client: DynamoDBClient | None = None,
-        sqs_client: SQSClient | None = None,
-    ) -> None:
-        functools.update_wrapper(self, handler)
-        self.handler = handler
-        self.key = key
-        self.overrides = overrides
-        self._dynamodb_client = dynamodb_client
-        self._sqs_client = sqs_client
-        self._processor: RecordProcessor | None = None
-        self._lock = threading.Lock()
-        self.last_results: list[RecordResult] = []  # for local tools and tests
-
-    def processor(self) -> RecordProcessor:
-        config = ConsumerConfig.resolve(self.overrides)
-        with self._lock:
-            if self._processor is None or self._processor.config != config:
-                store = IdempotencyStore.configured(config, self._dynamodb_client)
-                self._processor = RecordProcessor(
-                    self.handler, self.key, config, store, self._sqs_client
-                )
-            return self._processor
 
     def __call__(self, event: Any, context: Any = None) -> BatchResponse:
         records = event.get("Records") if isinstance(event, dict) else None
@@ -94,12 +62,10 @@ class SqsConsumer:
 
 
 def _log_summary(results: list[RecordResult]) -> None:
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
     failures = sum(r.report_failure for r in results)
     observability.logger().info(
-        "batch done", extra={"records": len(results), "reported_failures": failures, **counts}
+        "batch done",
+        extra={"records": len(results), "reported_failures": failures, **count_outcomes(results)},
     )
 
 

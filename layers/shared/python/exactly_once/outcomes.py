@@ -28,3 +28,11 @@ class RecordResult:
     fence: int | None = None
     takeover: bool = False
     dead_lettered: bool = False
+
+
+def count_outcomes(results: list[RecordResult]) -> dict[str, int]:
+    """How many records ended each way, for a log line or a summary ({"processed": 2})."""
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.outcome.value] = counts.get(result.outcome.value, 0) + 1
+    return counts

@@ -15,20 +15,16 @@ fingerprints, fencing, dead-lettering and metrics are the ones queues have.
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import observability
-from exactly_once.config import ConsumerConfig
 from exactly_once.context import NotificationContext
 from exactly_once.keys import KeySpec
 from exactly_once.lease import LeasePolicy, remaining_ms
-from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.processor import RecordProcessor
+from exactly_once.outcomes import Outcome, RecordResult, count_outcomes
+from exactly_once.record_entry import RecordEntry
 from exactly_once.sns_messages import from_lambda_record
-from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -52,7 +48,7 @@ class DeliveryFailed(Exception):
         super().__init__(f"{len(self.results)} notification(s) must be delivered again: {reasons}")
 
 
-class SnsSubscriber:
+class SnsSubscriber(RecordEntry):
     """The Lambda handler: `subscriber(event, context) -> summary`, raising DeliveryFailed.
 
     Configuration is read on the first invocation (not at import) and whenever the
@@ -60,38 +56,8 @@ class SnsSubscriber:
     DEAD_LETTER_QUEUE_URL and the store settings the queue consumer reads.
     """
 
-    def __init__(
-        self,
-        handler: NotificationHandler,
-        key: KeySpec,
-        overrides: dict[str, Any],
-        dynamodb_client: DynamoDBClient | None = None,
-        sqs_client: SQSClient | None = None,
-    ) -> None:
-        functools.update_wrapper(self, handler)
-        self.handler = handler
-        self.key = key
-        self.overrides = overrides
-        self._dynamodb_client = dynamodb_client
-        self._sqs_client = sqs_client
-        self._processor: RecordProcessor | None = None
-        self._lock = threading.Lock()
-        self.last_results: list[RecordResult] = []  # for local tools and tests
-
-    def processor(self) -> RecordProcessor:
-        config = ConsumerConfig.resolve(self.overrides, SCOPE_VARIABLE)
-        with self._lock:
-            if self._processor is None or self._processor.config != config:
-                store = IdempotencyStore.configured(config, self._dynamodb_client)
-                self._processor = RecordProcessor(
-                    self.handler,  # type: ignore[arg-type]  # ctx is a NotificationContext
-                    self.key,
-                    config,
-                    store,
-                    self._sqs_client,
-                    context_type=NotificationContext,
-                )
-            return self._processor
+    scope_variable = SCOPE_VARIABLE
+    context_type = NotificationContext
 
     def __call__(self, event: Any, context: Any = None) -> dict[str, int]:
         records = event.get("Records") if isinstance(event, dict) else None
@@ -120,20 +86,13 @@ class SnsSubscriber:
         retry = [r for r in results if r.report_failure]
         if retry:
             raise DeliveryFailed(retry)
-        return _summary(results)
-
-
-def _summary(results: list[RecordResult]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[result.outcome.value] = counts.get(result.outcome.value, 0) + 1
-    return counts
+        return count_outcomes(results)
 
 
 def _emit(scope: str, results: list[RecordResult]) -> None:
     """The log line and the EMF document a queue batch gets, dimensioned `subscriber`."""
     try:
-        observability.logger().info("notifications done", extra=_summary(results))
+        observability.logger().info("notifications done", extra=count_outcomes(results))
         observability.emit_batch_metrics(scope, results, dimension="subscriber")
     except Exception:  # metrics must never cost a record
         observability.logger().exception("could not emit metrics")
@@ -179,6 +138,7 @@ def sns_subscriber(
     }
 
     def wrap(fn: NotificationHandler) -> SnsSubscriber:
-        return SnsSubscriber(fn, key, overrides, dynamodb_client, sqs_client)
+        # The processor hands `fn` a NotificationContext (context_type), which it expects.
+        return SnsSubscriber(fn, key, overrides, dynamodb_client, sqs_client)  # type: ignore[arg-type]
 
     return wrap
