@@ -1,5 +1,5 @@
 """CDK constructs for exactly-once consumers: the table, the layer, the consumer, the HTTP API,
-the monitor.
+the SNS topic and its direct subscriber, the monitor.
 
 Import from here in your own CDK app (`pip install 'exactly-once-sqs[cdk]'`); each construct has
 secure defaults and takes keywords to override them. The names load on first use, so the
@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from exactly_once_cdk.http_api import IdempotentHttpApi as IdempotentHttpApi
     from exactly_once_cdk.layer import ExactlyOnceLayer as ExactlyOnceLayer
     from exactly_once_cdk.lock_monitor import StuckLockMonitor as StuckLockMonitor
+    from exactly_once_cdk.subscriber import IdempotentSubscriber as IdempotentSubscriber
     from exactly_once_cdk.tables import IdempotencyTable as IdempotencyTable
     from exactly_once_cdk.tables import LedgerTable as LedgerTable
+    from exactly_once_cdk.topic import IdempotentTopic as IdempotentTopic
 
 _HOMES = {
     "AlarmTopic": "alarms",
@@ -30,6 +32,8 @@ _HOMES = {
     "IdempotencyTable": "tables",
     "IdempotentConsumer": "consumer",
     "IdempotentHttpApi": "http_api",
+    "IdempotentSubscriber": "subscriber",
+    "IdempotentTopic": "topic",
     "LedgerTable": "tables",
     "StuckLockMonitor": "lock_monitor",
 }
@@ -41,6 +45,8 @@ __all__ = [
     "IdempotencyTable",
     "IdempotentConsumer",
     "IdempotentHttpApi",
+    "IdempotentSubscriber",
+    "IdempotentTopic",
     "LedgerTable",
     "StuckLockMonitor",
 ]

@@ -12,6 +12,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from exactly_once_cdk.unfinished_work import UnfinishedWork
+
 ALARM_PERIOD = Duration.minutes(5)
 
 
@@ -99,9 +101,14 @@ def add_alarm(
 
 
 def function_alarms(
-    scope: Construct, name: str, function: lambda_.IFunction, topic: sns.ITopic | None
+    scope: Construct,
+    name: str,
+    function: lambda_.IFunction,
+    topic: sns.ITopic | None,
+    unfinished: UnfinishedWork,
 ) -> list[cloudwatch.Alarm]:
-    """What every entry point's function gets: whole invocations failed, and throttling."""
+    """What every entry point's function gets: whole invocations failed, throttling, and work
+    started in its idempotency scope with no outcome recorded over the window."""
     specs = (
         ("ErrorsAlarm", function.metric_errors, "failed whole invocations"),
         ("ThrottlesAlarm", function.metric_throttles, "was throttled"),
@@ -116,4 +123,13 @@ def function_alarms(
             topic=topic,
         )
         for alarm_id, metric, what in specs
+    ] + [
+        add_alarm(
+            scope,
+            "UnfinishedWorkAlarm",
+            metric=unfinished.metric(),
+            threshold=unfinished.threshold,
+            description=unfinished.description(name),
+            topic=topic,
+        )
     ]

@@ -23,6 +23,9 @@ from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
 from exactly_once_cdk.consumer_rules import check_consumer, queue_name, visibility_timeout_seconds
 from exactly_once_cdk.functions import FunctionOptions, python_function, store_environment
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
+from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
+from exactly_once_cdk.unfinished_work import UnfinishedWork
 
 METRICS_NAMESPACE = "ExactlyOnce"
 DLQ_RETENTION = Duration.days(14)
@@ -81,6 +84,8 @@ class IdempotentConsumer(Construct):
         alarm_topic: sns.ITopic | None = None,
         queue_age_alarm: Duration = QUEUE_AGE_ALARM,
         dead_letter_age_alarm: Duration = DEAD_LETTER_AGE_ALARM,
+        unfinished_window: Duration = UNFINISHED_WINDOW,
+        unfinished_threshold: float = UNFINISHED_THRESHOLD,
         function_options: FunctionOptions | None = None,
         mapping_enabled: bool = True,
         outputs: bool = True,
@@ -92,6 +97,9 @@ class IdempotentConsumer(Construct):
         super().__init__(scope, construct_id)
         self.name = construct_id
         self.idempotency_scope = idempotency_scope or construct_id.lower()
+        self.unfinished_work = UnfinishedWork(
+            metrics_namespace, self.idempotency_scope, unfinished_window, unfinished_threshold
+        )
         window_s = int(batching_window.to_seconds())
         check_consumer(
             construct_id, fifo=fifo, batch_size=batch_size, batching_window_seconds=window_s
@@ -269,7 +277,7 @@ class IdempotentConsumer(Construct):
                 self, alarm_id, metric=metric, threshold=threshold, description=text, topic=topic
             )
             for alarm_id, metric, threshold, text in specs
-        ] + function_alarms(self, name, self.function, topic)
+        ] + function_alarms(self, name, self.function, topic, self.unfinished_work)
 
     def _outputs(self, stack: Stack) -> None:
         values = {
@@ -292,7 +300,7 @@ class IdempotentConsumer(Construct):
                     self.queue.metric_number_of_messages_deleted(statistic="Sum"),
                 ],
                 right=[self.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")],
-                width=8,
+                width=6,
             ),
             cloudwatch.GraphWidget(
                 title=f"{name} dead-letter queue",
@@ -306,7 +314,7 @@ class IdempotentConsumer(Construct):
                         statistic="Maximum"
                     )
                 ],
-                width=8,
+                width=6,
             ),
             cloudwatch.GraphWidget(
                 title=f"{name} function",
@@ -316,6 +324,7 @@ class IdempotentConsumer(Construct):
                     self.function.metric_throttles(statistic="Sum"),
                 ],
                 right=[self.function.metric_duration(statistic="p99")],
-                width=8,
+                width=6,
             ),
+            self.unfinished_work.widget(f"{name} started minus finished"),
         ]

@@ -1,5 +1,5 @@
-"""`ExactlyOnceDashboard` (optional): one CloudWatch dashboard for consumers, HTTP APIs, tables
-and the monitor."""
+"""`ExactlyOnceDashboard` (optional): one CloudWatch dashboard for consumers, HTTP APIs, topics,
+SNS subscribers, tables and the monitor."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ from constructs import Construct
 from exactly_once_cdk.consumer import IdempotentConsumer
 from exactly_once_cdk.http_api import IdempotentHttpApi
 from exactly_once_cdk.lock_monitor import StuckLockMonitor
+from exactly_once_cdk.subscriber import IdempotentSubscriber
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+from exactly_once_cdk.topic import IdempotentTopic
 
 
 class ExactlyOnceDashboard(cloudwatch.Dashboard):
-    """A row per consumer (queue, DLQ, function), a row per HTTP API (requests, latency,
-    function), then table throttles and the monitor."""
+    """A row per consumer (queue, DLQ, function, started minus finished), per HTTP API
+    (requests, latency, function, started minus finished), per topic (published, delivered,
+    failed) and per SNS subscriber (DLQ, function, asynchronous invocations, started minus
+    finished), then table throttles and the monitor."""
 
     def __init__(
         self,
@@ -27,12 +31,14 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
         tables: Sequence[tuple[str, IdempotencyTable | LedgerTable]] = (),
         monitor: StuckLockMonitor | None = None,
         apis: Sequence[IdempotentHttpApi] = (),
+        topics: Sequence[IdempotentTopic] = (),
+        subscribers: Sequence[IdempotentSubscriber] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        for consumer in consumers:
-            self.add_widgets(*consumer.dashboard_widgets())
-        for api in apis:
-            self.add_widgets(*api.dashboard_widgets())
+        rows: list[IdempotentConsumer | IdempotentHttpApi | IdempotentTopic | IdempotentSubscriber]
+        rows = [*consumers, *apis, *topics, *subscribers]
+        for row in rows:
+            self.add_widgets(*row.dashboard_widgets())
         bottom: list[cloudwatch.IWidget] = []
         if tables:
             bottom.append(

@@ -31,6 +31,9 @@ from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
 from exactly_once_cdk.consumer import LEASE_MARGIN, METRICS_NAMESPACE
 from exactly_once_cdk.functions import FunctionOptions, python_function, store_environment
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
+from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
+from exactly_once_cdk.unfinished_work import UnfinishedWork
 
 # API Gateway ends an HTTP API's Lambda integration after 30 s (its maximum) and answers 503.
 # The function must give up first, so that the record's lease ends with the request and the
@@ -130,6 +133,8 @@ class IdempotentHttpApi(Construct):
         authorizer: apigwv2.IHttpRouteAuthorizer | None = None,
         access_log_retention: logs.RetentionDays | None = None,
         alarm_topic: sns.ITopic | None = None,
+        unfinished_window: Duration = UNFINISHED_WINDOW,
+        unfinished_threshold: float = UNFINISHED_THRESHOLD,
         function_options: FunctionOptions | None = None,
         create_api: bool = True,
         outputs: bool = True,
@@ -143,6 +148,9 @@ class IdempotentHttpApi(Construct):
             raise ValueError(f"{construct_id}: an API needs at least one (method, path) route")
         self.name = construct_id
         self.idempotency_scope = idempotency_scope or construct_id.lower()
+        self.unfinished_work = UnfinishedWork(
+            metrics_namespace, self.idempotency_scope, unfinished_window, unfinished_threshold
+        )
         self.route_specs = tuple((method.upper(), path) for method, path in routes)
         options = function_options or FunctionOptions()
         stack = Stack.of(self)
@@ -276,7 +284,7 @@ class IdempotentHttpApi(Construct):
                     topic=topic,
                 )
             )
-        return alarms + function_alarms(self, name, self.function, topic)
+        return alarms + function_alarms(self, name, self.function, topic, self.unfinished_work)
 
     def _outputs(self, stack: Stack) -> None:
         values = {names.FUNCTION_NAME: self.function.function_name}
@@ -299,7 +307,7 @@ class IdempotentHttpApi(Construct):
                         api.metric_client_error(statistic="Sum"),
                         api.metric_server_error(statistic="Sum"),
                     ],
-                    width=8,
+                    width=6,
                 ),
                 cloudwatch.GraphWidget(
                     title=f"{name} latency",
@@ -307,7 +315,7 @@ class IdempotentHttpApi(Construct):
                         api.metric_latency(statistic="p99"),
                         api.metric_integration_latency(statistic="p99"),
                     ],
-                    width=8,
+                    width=6,
                 ),
             ]
         widgets.append(
@@ -319,7 +327,8 @@ class IdempotentHttpApi(Construct):
                     self.function.metric_throttles(statistic="Sum"),
                 ],
                 right=[self.function.metric_duration(statistic="p99")],
-                width=8,
+                width=6,
             )
         )
+        widgets.append(self.unfinished_work.widget(f"{name} started minus finished"))
         return widgets

@@ -1,7 +1,9 @@
 """The stack output names the constructs write and the CLI reads (plain Python, no CDK import).
 
 A consumer's outputs are `<Id><suffix>` (`OrdersQueueUrl`), and so are an HTTP API's
-(`PaymentsApiUrl`); the tables' names are fixed, so one table of each kind per stack carries them.
+(`PaymentsApiUrl`), a topic's (`SalesTopicArn`) and an SNS subscriber's
+(`SalesCounterDeadLetterQueueUrl`); the tables' names are fixed, so one table of each kind per
+stack carries them.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ QUEUE_URL = "QueueUrl"
 QUEUE_ARN = "QueueArn"
 DEAD_LETTER_QUEUE_URL = "DeadLetterQueueUrl"
 DEAD_LETTER_QUEUE_ARN = "DeadLetterQueueArn"
-FUNCTION_NAME = "FunctionName"  # consumers and HTTP APIs alike
+FUNCTION_NAME = "FunctionName"  # consumers, HTTP APIs and SNS subscribers alike
 API_URL = "Url"  # an HTTP API's invoke URL (ends in "/")
 API_ID = "ApiId"
+TOPIC_ARN = "TopicArn"
 IDEMPOTENCY_TABLE = "IdempotencyTableName"
 LEDGER_TABLE = "LedgerTableName"
 # Only on stacks deployed into the local emulator: DynamoDB Local's endpoint, apart from moto's.

@@ -1,8 +1,9 @@
 """This repository's stack, built from the `exactly_once_cdk` constructs like any other user's.
 
 Settings come from cdk.json and `-c` flags (`infra.settings`); one `IdempotentConsumer` per
-registry entry (`infra.consumers`) and one `IdempotentHttpApi` per API (`infra.apis`), with the
-code in `functions/`.
+registry entry (`infra.consumers`), one `IdempotentHttpApi` per API (`infra.apis`), and one
+`IdempotentTopic` per topic with its queue and direct subscribers (`infra.topics`), with the code
+in `functions/`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from exactly_once_cdk import (
     IdempotencyTable,
     IdempotentConsumer,
     IdempotentHttpApi,
+    IdempotentSubscriber,
+    IdempotentTopic,
     LedgerTable,
     StuckLockMonitor,
 )
@@ -36,6 +39,7 @@ from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT, LOCAL_DYNAMODB_ENDP
 from infra.apis import APIS, ApiSpec
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import Settings, resolve
+from infra.topics import TOPICS, SubscriberSpec, TopicSpec
 
 
 def local_synthesizer() -> IStackSynthesizer:
@@ -54,6 +58,7 @@ class ExactlyOnceStack(Stack):
         settings: Settings,
         consumers: tuple[ConsumerSpec, ...] = CONSUMERS,
         apis: tuple[ApiSpec, ...] = APIS,
+        topics: tuple[TopicSpec, ...] = TOPICS,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -85,6 +90,12 @@ class ExactlyOnceStack(Stack):
 
         self.consumers = [self._consumer(spec, options) for spec in consumers]
         self.apis = [self._api(spec, options) for spec in apis]
+        self.topics = [self._topic(spec, removal) for spec in topics]
+        self.subscribers = [
+            self._subscriber(spec, topic, options)
+            for topic, topic_spec in zip(self.topics, topics, strict=True)
+            for spec in topic_spec.subscribers
+        ]
         self.lock_monitor = StuckLockMonitor(
             self,
             "LockMonitor",
@@ -101,6 +112,8 @@ class ExactlyOnceStack(Stack):
             tables=[("Idempotency", self.idempotency), ("Ledger", self.ledger)],
             monitor=self.lock_monitor,
             apis=self.apis,
+            topics=self.topics,
+            subscribers=self.subscribers,
         )
         CfnOutput(self, "LockMonitorFunctionName", value=self.lock_monitor.function.function_name)
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
@@ -171,4 +184,60 @@ class ExactlyOnceStack(Stack):
             # reads the function's environment from moto and serves the routes itself.
             create_api=not self.settings.local_stack,
             **tuning,
+        )
+
+    def _topic(self, spec: TopicSpec, removal: RemovalPolicy) -> IdempotentTopic:
+        topic = IdempotentTopic(
+            self,
+            spec.id,
+            display_name=spec.description or None,
+            removal_policy=removal,
+            alarm_topic=self.alarm_topic.topic,
+        )
+        consumers = {consumer.name: consumer for consumer in self.consumers}
+        for consumer_id in spec.queues:
+            if consumer_id not in consumers:
+                raise KeyError(f"topic {spec.id}: no consumer {consumer_id!r} to subscribe")
+            topic.subscribe_queue(
+                consumers[consumer_id],
+                raw_message_delivery=spec.raw_delivery,
+                # Deployed into moto the queue subscription is written into the topic itself:
+                # moto's CloudFormation (5.2) has no AWS::SNS::Subscription model and skips it
+                # with a warning, but it subscribes the topic's own `Subscription` entries, so
+                # moto's SNS -> SQS delivery works locally as it does in AWS.
+                inline=self.settings.local_stack,
+            )
+        return topic
+
+    def _subscriber(
+        self, spec: SubscriberSpec, topic: IdempotentTopic, options: FunctionOptions
+    ) -> IdempotentSubscriber:
+        """Timeout and memory: the registry's, else the stack-wide function settings."""
+        return IdempotentSubscriber(
+            self,
+            spec.id,
+            topic=topic.topic,
+            code=lambda_.Code.from_asset(str(spec.source_path), exclude=ASSET_EXCLUDES),
+            handler=spec.handler,
+            table=self.idempotency,
+            layer=self.layer,
+            ledger=self.ledger,
+            idempotency_scope=spec.scope,
+            description=spec.description or None,
+            block_expired_leases=spec.block_expired_leases,
+            timeout=Duration.seconds(
+                spec.timeout_seconds or self.settings.function_timeout_seconds
+            ),
+            memory_size=spec.memory_mb or self.settings.memory_mb,
+            lease_margin=Duration.seconds(self.settings.lease_margin_seconds),
+            retry_attempts=spec.retry_attempts,
+            alarm_topic=self.alarm_topic.topic,
+            dead_letter_age_alarm=Duration.seconds(self.settings.dlq_age_alarm_seconds),
+            function_options=options,
+            # Deployed into moto the Lambda subscription stays out: on Publish, moto's SNS
+            # invokes a subscribed function itself, which needs Docker (moto 5.2 logs "error
+            # running docker" for every message). The local stack delivers topic messages to
+            # the subscriber's code in-process instead. The function, its DLQ, the
+            # asynchronous-invocation config (moto skips it) and the outputs stay.
+            subscribe=not self.settings.local_stack,
         )

@@ -68,3 +68,9 @@ def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 @pytest.fixture(scope="session")
 def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(VARIANT_CONTEXT, tmp_path_factory.mktemp("cdk-variant"))
+
+
+@pytest.fixture(scope="session")
+def local_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The stack as `local_aws.local_deploy` deploys it into moto."""
+    return synthesize({"localStack": True}, tmp_path_factory.mktemp("cdk-local"))

@@ -21,7 +21,7 @@ from cdk_nag import AwsSolutionsChecks
 from exactly_once_cdk import ExactlyOnceDashboard, IdempotencyTable, IdempotentHttpApi, LedgerTable
 from exactly_once_cdk.http_api import ACCESS_LOG_FIELDS
 from infra.apis import APIS, ROOT, by_id
-from tests.infra.conftest import Synth, synthesize
+from tests.infra.conftest import Synth
 from tests.infra.test_nag_and_lint import nag_violations
 from tests.infra.test_template import actions, ref_id, role_statements
 
@@ -40,12 +40,6 @@ def probe_stack(app: App | None = None) -> tuple[Stack, IdempotencyTable, lambda
     table = IdempotencyTable(stack, "Idempotency")
     layer = lambda_.LayerVersion.from_layer_version_arn(stack, "Layer", LAYER_ARN)
     return stack, table, layer
-
-
-@pytest.fixture(scope="module")
-def local_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """The stack as `local_aws.local_deploy` deploys it into moto."""
-    return synthesize({"localStack": True}, tmp_path_factory.mktemp("cdk-local-api"))
 
 
 class TestRegistry:
@@ -181,7 +175,7 @@ class TestRepoStack:
             for k, v in default_synth.resources("AWS::CloudWatch::Alarm").items()
             if k.startswith(API)
         }
-        found = {(a["Namespace"], a["MetricName"]): a for a in alarms.values()}
+        found = {(a["Namespace"], a["MetricName"]): a for a in alarms.values() if "Namespace" in a}
         assert set(found) == {
             ("AWS/ApiGateway", "5xx"),
             ("AWS/Lambda", "Errors"),
@@ -194,8 +188,18 @@ class TestRepoStack:
             assert found[key]["Dimensions"] == [
                 {"Name": "FunctionName", "Value": {"Ref": function_id}}
             ]
-        for alarm in alarms.values():
+        for alarm in found.values():
             assert (alarm["Threshold"], alarm["Statistic"]) == (1, "Sum")
+        # The fourth: started minus finished in the API's scope (test_topic.py checks its shape).
+        (unfinished,) = [a for a in alarms.values() if "Metrics" in a]
+        scopes = {
+            d["Value"]
+            for m in unfinished["Metrics"]
+            if "MetricStat" in m
+            for d in m["MetricStat"]["Metric"]["Dimensions"]
+        }
+        assert scopes == {"payments-api"}
+        for alarm in alarms.values():
             assert alarm["AlarmActions"] == alarm["OKActions"] == [{"Ref": topic_id}]
 
     def test_outputs(self, default_synth: Synth) -> None:
@@ -216,7 +220,14 @@ class TestRepoStack:
     def test_dashboard_has_the_api_row(self, default_synth: Synth) -> None:
         (dashboard,) = default_synth.resources("AWS::CloudWatch::Dashboard").values()
         body = json.dumps(dashboard["Properties"]["DashboardBody"])
-        for text in (f"{API} requests", f"{API} latency", f"{API} function", "5xx", "4xx"):
+        for text in (
+            f"{API} requests",
+            f"{API} latency",
+            f"{API} function",
+            f"{API} started minus finished",
+            "5xx",
+            "4xx",
+        ):
             assert text in body, text
 
     def test_nag_clean_with_the_api(self, default_synth: Synth) -> None:
@@ -246,11 +257,11 @@ class TestLocalStack:
 
     def test_function_alarms_only(self, local_synth: Synth) -> None:
         names = {
-            a["Properties"]["MetricName"]
+            a["Properties"].get("MetricName", "unfinished work")
             for k, a in local_synth.resources("AWS::CloudWatch::Alarm").items()
             if k.startswith(API)
         }
-        assert names == {"Errors", "Throttles"}
+        assert names == {"Errors", "Throttles", "unfinished work"}
 
 
 class TestConstruct:
@@ -373,8 +384,8 @@ class TestConstruct:
         assert not [t for t in template["Resources"].values() if "ApiGatewayV2" in t["Type"]]
         assert set(template["Outputs"]) == {"PayFunctionName", "IdempotencyTableName"}
         assert (api.api, api.stage, api.url, api.routes) == (None, None, None, [])
-        assert len(api.alarms) == 2
-        assert len(api.dashboard_widgets()) == 1
+        assert len(api.alarms) == 3  # errors, throttles, started minus finished
+        assert len(api.dashboard_widgets()) == 2  # the function, started minus finished
 
     def test_nag_refuses_an_open_unlogged_api_and_passes_the_default(self, tmp_path: Path) -> None:
         """Whoever swaps the IAM authorizer or drops the access logs must acknowledge it."""

@@ -1,7 +1,10 @@
 """Deploy the app into moto with the pinned CLI, as `make run` will, and check what came up.
 
-moto drops TTL, point-in-time recovery, layers, queue policies and the redrive allow policy;
-test_template.py checks those on the template instead.
+moto drops TTL, point-in-time recovery, layers, queue and topic policies, the redrive allow
+policy, alarms and the asynchronous-invocation config (AWS::Lambda::EventInvokeConfig);
+test_template.py and test_topic.py check those on the template instead. The topic's queue
+subscription is written into the topic (moto has no AWS::SNS::Subscription), and the Lambda
+subscription stays out (moto's SNS would invoke the function through Docker).
 """
 
 from __future__ import annotations
@@ -99,7 +102,12 @@ def test_tables_exist(deployed: Deployed) -> None:
 def test_functions_exist_with_their_environment(deployed: Deployed) -> None:
     lam = deployed.client("lambda")
     out = deployed.outputs
-    for key in ("OrdersFunctionName", "PaymentsFunctionName", "LockMonitorFunctionName"):
+    for key in (
+        "OrdersFunctionName",
+        "PaymentsFunctionName",
+        "LockMonitorFunctionName",
+        "SalesCounterFunctionName",
+    ):
         config = lam.get_function(FunctionName=out[key])["Configuration"]
         assert (config["Runtime"], config["Handler"]) == ("python3.14", "handler.handle")
         variables = config["Environment"]["Variables"]
@@ -129,13 +137,59 @@ def test_alarm_topic_exists(deployed: Deployed) -> None:
     assert attributes["TopicArn"] == arn
 
 
+def test_the_topic_fans_out_to_the_orders_queue_only(deployed: Deployed) -> None:
+    """moto's SNS delivers to the subscribed queue (the envelope, not raw); nothing is
+    subscribed by Lambda, so a publish never makes moto run a function."""
+    sns, sqs = deployed.client("sns"), deployed.client("sqs")
+    out = deployed.outputs
+    arn = out["SalesTopicArn"]
+    attributes = sns.get_topic_attributes(TopicArn=arn)["Attributes"]
+    assert attributes["KmsMasterKeyId"].startswith("arn:aws:kms:")
+    subscriptions = sns.list_subscriptions_by_topic(TopicArn=arn)["Subscriptions"]
+    assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == [
+        ("sqs", out["OrdersQueueArn"])
+    ]
+    published = sns.publish(TopicArn=arn, Message=json.dumps({"orderId": "sale-1", "amount": 3}))
+    (message,) = sqs.receive_message(QueueUrl=out["OrdersQueueUrl"], WaitTimeSeconds=2)["Messages"]
+    sqs.delete_message(QueueUrl=out["OrdersQueueUrl"], ReceiptHandle=message["ReceiptHandle"])
+    envelope = json.loads(message["Body"])
+    assert (envelope["Type"], envelope["MessageId"], envelope["TopicArn"]) == (
+        "Notification",
+        published["MessageId"],
+        arn,
+    )
+    assert json.loads(envelope["Message"]) == {"orderId": "sale-1", "amount": 3}
+
+
+def test_the_subscriber_has_its_dead_letter_queue(deployed: Deployed) -> None:
+    out = deployed.outputs
+    config = deployed.client("lambda").get_function(FunctionName=out["SalesCounterFunctionName"])[
+        "Configuration"
+    ]
+    variables = config["Environment"]["Variables"]
+    assert variables["SUBSCRIBER_SCOPE"] == "sales"
+    assert variables["LEDGER_TABLE"] == out["LedgerTableName"]
+    dlq_name = out["SalesCounterDeadLetterQueueUrl"].rsplit("/", 1)[1]
+    assert variables["DEAD_LETTER_QUEUE_URL"].endswith(dlq_name)
+    attrs = deployed.client("sqs").get_queue_attributes(
+        QueueUrl=out["SalesCounterDeadLetterQueueUrl"], AttributeNames=["All"]
+    )["Attributes"]
+    assert attrs["QueueArn"] == out["SalesCounterDeadLetterQueueArn"]
+    assert attrs["SqsManagedSseEnabled"] == "true"
+    assert attrs["MessageRetentionPeriod"] == str(14 * 86_400)
+
+
 def test_redeploy_updates_in_place(deployed: Deployed) -> None:
     """`make run` deploys again into a running moto: updates must work, names must hold."""
     outputs = deploy(deployed.server.endpoint, {"batchSize": 5}, outdir=deployed.outdir)
     (stack,) = deployed.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"]
     assert stack["StackStatus"] == "UPDATE_COMPLETE"
-    for key in ("OrdersQueueUrl", "PaymentsQueueUrl", "IdempotencyTableName"):
+    for key in ("OrdersQueueUrl", "PaymentsQueueUrl", "IdempotencyTableName", "SalesTopicArn"):
         assert outputs[key] == deployed.outputs[key]
+    subscriptions = deployed.client("sns").list_subscriptions_by_topic(
+        TopicArn=outputs["SalesTopicArn"]
+    )["Subscriptions"]
+    assert len(subscriptions) == 1  # not subscribed twice
     mappings = deployed.client("lambda").list_event_source_mappings()["EventSourceMappings"]
     assert {m["BatchSize"] for m in mappings} == {5}
 

@@ -11,6 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from cfnlint.api import ManualArgs, lint_file
 
 from infra.application import cdk_json_context, create_app
+from infra.topics import TOPICS
 from tests.infra.conftest import Synth
 
 
@@ -42,18 +43,45 @@ def test_nag_is_active_and_fails_synthesis(tmp_path: Path) -> None:
     )
 
 
-def test_every_acknowledgment_gives_a_specific_reason(variant_synth: Synth) -> None:
+def acknowledgments(synth: Synth) -> list[tuple[str, str, str]]:
+    """(construct path, rule, reason) for every acknowledged nag rule in the stack (the
+    metadata names a rule `Annotation::<rule>`)."""
     key = Validations.ACKNOWLEDGED_RULES_METADATA_KEY
-    acknowledged: dict[str, str] = {}
-    for construct in variant_synth.stack.node.find_all():
-        for entry in construct.node.metadata:
-            if entry.type == key:
-                acknowledged.update(entry.data)
-    assert acknowledged, "the xray variant needs its IAM5 acknowledgment"
-    for rule, reason in acknowledged.items():
-        assert "AwsSolutions-" in rule
+    return [
+        (construct.node.path, rule.removeprefix("Annotation::"), reason)
+        for construct in synth.stack.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type == key
+        for rule, reason in entry.data.items()
+    ]
+
+
+# The only acknowledgments, each for a reason nag cannot see: X-Ray's actions take no resource,
+# and a subscriber's DLQ is a dead-letter queue in ways nag does not recognize.
+ACKNOWLEDGED = {
+    "AwsSolutions-IAM5[Resource::*]": ("FunctionRole", "xray"),
+    "AwsSolutions-SQS3": ("DeadLetterQueue", "dead-letter queue"),
+}
+
+
+@pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+def test_every_acknowledgment_gives_a_specific_reason(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(fixture)
+    found = acknowledgments(synth)
+    rules = {rule for _, rule, _ in found}
+    with_xray = fixture == "variant_synth"
+    assert rules == (set(ACKNOWLEDGED) if with_xray else {"AwsSolutions-SQS3"})
+    for path, rule, reason in found:
+        where, why = ACKNOWLEDGED[rule]
+        assert path.endswith(where), (path, rule)
         assert len(reason) > 40, (rule, reason)
-        assert "xray" in reason.lower(), (rule, reason)
+        assert why in reason.lower(), (rule, reason)
+    # The DLQ acknowledgment stays on the subscribers' queues: consumers' DLQs need none.
+    subscribers = {sub.id for topic in TOPICS for sub in topic.subscribers}
+    dlq_owners = {path.split("/")[1] for path, rule, _ in found if rule == "AwsSolutions-SQS3"}
+    assert dlq_owners == subscribers
 
 
 @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])

@@ -9,9 +9,13 @@ import pytest
 from aws_cdk.assertions import Match
 
 from exactly_once import schema
+from infra.apis import APIS
+from infra.consumers import CONSUMERS
+from infra.topics import TOPICS
 from tests.infra.conftest import Synth
 
 CONSUMER_IDS = ("Orders", "Payments")
+SUBSCRIBERS = tuple(sub for topic in TOPICS for sub in topic.subscribers)
 OUTPUTS = {
     *(
         f"{cid}{suffix}"
@@ -24,17 +28,29 @@ OUTPUTS = {
             "FunctionName",
         )
     ),
+    *(f"{api.id}{suffix}" for api in APIS for suffix in ("FunctionName", "Url", "ApiId")),
+    *(f"{topic.id}TopicArn" for topic in TOPICS),
+    *(
+        f"{sub.id}{suffix}"
+        for sub in SUBSCRIBERS
+        for suffix in ("FunctionName", "DeadLetterQueueUrl", "DeadLetterQueueArn")
+    ),
     "IdempotencyTableName",
     "LedgerTableName",
     "LockMonitorFunctionName",
     "AlarmTopicArn",
-    "PaymentsApiFunctionName",
-    "PaymentsApiUrl",
-    "PaymentsApiApiId",
 }
 # Deployed into moto the HTTP API is left out (no ApiGatewayV2 in moto's CloudFormation); its
-# function and FunctionName output stay.
-LOCAL_OUTPUTS = OUTPUTS - {"PaymentsApiUrl", "PaymentsApiApiId"}
+# function and FunctionName output stay. Topics and subscribers keep every output.
+LOCAL_OUTPUTS = OUTPUTS - {f"{api.id}{suffix}" for api in APIS for suffix in ("Url", "ApiId")}
+# Alarms per entry point; each entry point's function adds errors, throttles and started minus
+# finished (alarms.function_alarms).
+FUNCTION_ALARMS = 3
+CONSUMER_ALARMS = 3 + FUNCTION_ALARMS  # DLQ depth, DLQ age, queue age
+API_ALARMS = 1 + FUNCTION_ALARMS  # 5xx
+SUBSCRIBER_ALARMS = 3 + FUNCTION_ALARMS  # DLQ depth, DLQ age, destination delivery failures
+TOPIC_ALARMS = 1  # deliveries SNS gave up on
+STACK_ALARMS = 2 + 3  # table throttles (2), the monitor (stuck locks, overdue work, errors)
 
 
 def ref_id(value: Any) -> str:
@@ -84,15 +100,18 @@ class TestQueues:
                 {
                     "Queues": [{"Ref": queue_id}],
                     "PolicyDocument": {
-                        "Statement": [
-                            {
-                                "Effect": "Deny",
-                                "Action": "sqs:*",
-                                "Principal": {"AWS": "*"},
-                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                                "Resource": {"Fn::GetAtt": [queue_id, "Arn"]},
-                            }
-                        ]
+                        # A queue subscribed to a topic also lets SNS send (test_topic.py).
+                        "Statement": Match.array_with(
+                            [
+                                {
+                                    "Effect": "Deny",
+                                    "Action": "sqs:*",
+                                    "Principal": {"AWS": "*"},
+                                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                                    "Resource": {"Fn::GetAtt": [queue_id, "Arn"]},
+                                }
+                            ]
+                        )
                     },
                 },
             )
@@ -263,7 +282,7 @@ class TestLayerAndFunctions:
     def test_every_function(self, default_synth: Synth) -> None:
         layer_id, _ = default_synth.resource("AWS::Lambda::LayerVersion", "SharedLayer")
         functions = default_synth.resources("AWS::Lambda::Function")
-        assert len(functions) == 4  # two consumers, the lock monitor, PaymentsApi
+        assert len(functions) == len(CONSUMERS) + len(APIS) + len(SUBSCRIBERS) + 1  # + monitor
         for logical_id, function in functions.items():
             props = function["Properties"]
             assert props["Runtime"] == "python3.14", logical_id
@@ -314,16 +333,17 @@ class TestLeastPrivilege:
     ) -> None:
         """Deny statements may be broad (deny all non-TLS traffic); allows never use `*`.
 
-        The one exception is the alarm key's default admin statement (account root, kms:*),
-        which AWS requires so that the key can never become unmanageable.
+        The one exception is each key's default admin statement (account root, kms:*), which
+        AWS requires so that the key can never become unmanageable (the alarm and topic keys).
         """
         for synth in (default_synth, variant_synth):
-            key_id, _ = synth.resource("AWS::KMS::Key", "AlarmsKey")
+            key_ids = set(synth.resources("AWS::KMS::Key"))
+            assert len(key_ids) == 1 + len(TOPICS)
             for owner, statement in statements(synth):
                 if statement["Effect"] != "Allow":
                     continue
                 wild = [a for a in actions(statement) if "*" in a]
-                if owner == key_id and wild == ["kms:*"]:
+                if owner in key_ids and wild == ["kms:*"]:
                     assert statement["Principal"]["AWS"]["Fn::Join"][1][-1] == ":root"
                     continue
                 assert not wild, (owner, statement)
@@ -399,17 +419,25 @@ class TestLeastPrivilege:
 
 class TestAlarms:
     def alarms_by_metric(self, synth: Synth) -> dict[str, list[dict[str, Any]]]:
+        """By metric name, or by the expression of a metric-math alarm."""
         found: dict[str, list[dict[str, Any]]] = {}
         for alarm in synth.resources("AWS::CloudWatch::Alarm").values():
             props = alarm["Properties"]
-            name = props.get("MetricName") or "expression"
+            expressions = [m["Expression"] for m in props.get("Metrics", []) if "Expression" in m]
+            name = props.get("MetricName") or expressions[0]
             found.setdefault(name, []).append(props)
         return found
 
     def test_every_alarm_notifies_the_topic(self, default_synth: Synth) -> None:
         topic_id, _ = default_synth.resource("AWS::SNS::Topic", "AlarmsTopic")
         alarms = default_synth.resources("AWS::CloudWatch::Alarm")
-        assert len(alarms) == 2 * 5 + 2 + 3 + 3  # per consumer, table throttles, monitor, API
+        assert len(alarms) == (
+            CONSUMER_ALARMS * len(CONSUMERS)
+            + API_ALARMS * len(APIS)
+            + TOPIC_ALARMS * len(TOPICS)
+            + SUBSCRIBER_ALARMS * len(SUBSCRIBERS)
+            + STACK_ALARMS
+        )
         for alarm in alarms.values():
             props = alarm["Properties"]
             assert props["AlarmActions"] == [{"Ref": topic_id}]
@@ -450,7 +478,7 @@ class TestAlarms:
         on("Throttles", {"Ref": function_id}, 1)
 
     def test_table_throttle_alarms(self, default_synth: Synth) -> None:
-        expressions = self.alarms_by_metric(default_synth)["expression"]
+        expressions = self.alarms_by_metric(default_synth)["FILL(reads, 0) + FILL(writes, 0)"]
         watched = set()
         for alarm in expressions:
             metrics = {m["Id"]: m for m in alarm["Metrics"]}
@@ -478,10 +506,14 @@ class TestAlarms:
 
     def test_topic_is_encrypted_and_ssl_only(self, default_synth: Synth) -> None:
         key_id, key = default_synth.resource("AWS::KMS::Key", "AlarmsKey")
-        _, topic = default_synth.resource("AWS::SNS::Topic", "AlarmsTopic")
+        topic_id, topic = default_synth.resource("AWS::SNS::Topic", "AlarmsTopic")
         assert key["Properties"]["EnableKeyRotation"] is True
         assert topic["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-        (policy,) = default_synth.resources("AWS::SNS::TopicPolicy").values()
+        (policy,) = [
+            p
+            for p in default_synth.resources("AWS::SNS::TopicPolicy").values()
+            if p["Properties"]["Topics"] == [{"Ref": topic_id}]
+        ]
         document = policy["Properties"]["PolicyDocument"]["Statement"]
         deny = [s for s in document if s["Effect"] == "Deny"]
         assert len(deny) == 1
@@ -493,7 +525,11 @@ class TestAlarms:
             "kms:Decrypt",
             "kms:GenerateDataKey",
         ]
-        assert not default_synth.resources("AWS::SNS::Subscription")
+        subscribed = [
+            s["Properties"]["TopicArn"]
+            for s in default_synth.resources("AWS::SNS::Subscription").values()
+        ]
+        assert {"Ref": topic_id} not in subscribed  # no email without alarmEmail
 
     def test_alarm_email_subscribes(self, variant_synth: Synth) -> None:
         variant_synth.assertions.has_resource_properties(
@@ -529,8 +565,15 @@ class TestMonitorDashboardOutputs:
             "Payments dead-letter queue",
             "Stuck locks",
             "DynamoDB throttle",
+            *(f"{topic.id} topic" for topic in TOPICS),
+            *(f"{sub.id} asynchronous invocations" for sub in SUBSCRIBERS),
+            *(f"{sub.id} dead-letter queue" for sub in SUBSCRIBERS),
+            *(
+                f"{entry_id} started minus finished"
+                for entry_id in (*CONSUMER_IDS, *(a.id for a in APIS), *(s.id for s in SUBSCRIBERS))
+            ),
         ):
-            assert title in body
+            assert title in body, title
 
     @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
     def test_outputs(self, fixture: str, request: pytest.FixtureRequest) -> None:

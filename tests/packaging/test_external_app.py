@@ -79,6 +79,37 @@ OVERRIDES = """dict(
     ),
     metrics_namespace="Shop",
 )"""
+# The SNS side: a topic fanning out to a consumer's queue, and a direct subscriber.
+TOPIC_APP = """\
+from pathlib import Path
+
+from aws_cdk import App, Stack, Validations
+from aws_cdk import aws_lambda as lambda_
+from cdk_nag import AwsSolutionsChecks
+from exactly_once_cdk import (
+    AlarmTopic, ExactlyOnceDashboard, ExactlyOnceLayer, IdempotencyTable, IdempotentConsumer,
+    IdempotentSubscriber, IdempotentTopic,
+)
+
+app = App()
+stack = Stack(app, "ShopStack")
+table = IdempotencyTable(stack, "Idempotency")
+layer = ExactlyOnceLayer(stack, "Layer", build_dir=Path(__LAYER_DIR__))
+alarms = AlarmTopic(stack, "Alarms")
+code = lambda_.Code.from_asset("handler")
+orders = IdempotentConsumer(
+    stack, "Orders", code=code, table=table, layer=layer, alarm_topic=alarms.topic
+)
+sales = IdempotentTopic(stack, "Sales", alarm_topic=alarms.topic)
+sales.subscribe_queue(orders, raw_message_delivery=True)
+counter = IdempotentSubscriber(
+    stack, "Counter", topic=sales.topic, code=code, table=table, layer=layer,
+    alarm_topic=alarms.topic, retry_attempts=1,
+)
+ExactlyOnceDashboard(stack, "Dashboard", consumers=[orders], topics=[sales], subscribers=[counter])
+Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+app.synth()
+"""
 # The escape hatch can weaken a default; nag must then refuse the app.
 INSECURE = """dict(
     queue_props={"encryption": sqs.QueueEncryption.UNENCRYPTED, "enforce_ssl": False},
@@ -124,8 +155,8 @@ class Project:
     root: Path
     layer_dir: Path
 
-    def write_app(self, name: str, options: str) -> Path:
-        source = APP.replace("__LAYER_DIR__", repr(str(self.layer_dir)))
+    def write_app(self, name: str, options: str, source: str = APP) -> Path:
+        source = source.replace("__LAYER_DIR__", repr(str(self.layer_dir)))
         path = self.root / name
         path.write_text(source.replace("__OPTIONS__", options))
         return path
@@ -391,8 +422,9 @@ def test_http_api(default: Resources) -> None:
 def test_alarms_notify_the_topic(default: Resources) -> None:
     topic_id, _ = default.one("AWS::SNS::Topic")
     alarms = default.of_type("AWS::CloudWatch::Alarm")
-    # The consumer's five, the monitor's three and the HTTP API's three.
-    assert len(alarms) == 11, list(alarms)
+    # The consumer's six, the monitor's three and the HTTP API's four (each entry point's
+    # function: errors, throttles, started minus finished).
+    assert len(alarms) == 6 + 3 + 4, list(alarms)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
         assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}]
@@ -433,6 +465,42 @@ def test_assets_make_a_working_function(default_synth: Synth, default: Resources
     loaded = json.loads(found)
     assert Path(loaded["package"]).is_relative_to(layer_dir)
     assert loaded["handler"] == "SqsConsumer"
+
+
+def test_topic_and_subscriber(project: Project, default_synth: Synth) -> None:
+    """The SNS constructs from the installed package: nag clean, the queue subscribed (raw),
+    the subscriber with its redrive policy, async config and outputs. Runs after the default
+    app, so the layer is already built."""
+    synth = project.synth(
+        project.write_app("app_topic.py", "{}", TOPIC_APP), project.root / "cdk.out.topic"
+    )
+    assert synth.returncode == 0
+    assert synth.nag_violations() == []
+    found = Resources(synth.template)
+    topic_id, _ = found.one("AWS::SNS::Topic", "Sales")
+    by_protocol = {
+        s["Properties"]["Protocol"]: s["Properties"]
+        for s in found.of_type("AWS::SNS::Subscription").values()
+    }
+    assert set(by_protocol) == {"sqs", "lambda"}
+    assert by_protocol["sqs"]["RawMessageDelivery"] is True
+    dlq_id, _ = found.one("AWS::SQS::Queue", "CounterDeadLetterQueue")
+    assert by_protocol["lambda"]["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}
+    }
+    assert {s["TopicArn"]["Ref"] for s in by_protocol.values()} == {topic_id}
+    _, config = found.one("AWS::Lambda::EventInvokeConfig")
+    assert config["Properties"]["MaximumRetryAttempts"] == 1
+    _, function = found.one("AWS::Lambda::Function", "Counter")
+    assert function["Properties"]["Environment"]["Variables"]["SUBSCRIBER_SCOPE"] == "counter"
+    assert {
+        "SalesTopicArn",
+        "CounterFunctionName",
+        "CounterDeadLetterQueueUrl",
+        "CounterDeadLetterQueueArn",
+    } <= set(found.outputs)
+    # The consumer's six, the topic's one, the subscriber's six.
+    assert len(found.of_type("AWS::CloudWatch::Alarm")) == 6 + 1 + 6
 
 
 # --- overrides and invalid settings ------------------------------------------------------------
