@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION ?= 1
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup lint typecheck unit test run up status down bench chaos model synth deploy destroy send replay invoke locks layer dist clean
+.PHONY: help setup lint typecheck unit test run up status down bench chaos model synth deploy destroy send publish replay invoke locks layer dist clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -70,12 +70,13 @@ layer: setup ## Build the Lambda layer into build/layer (cached by a hash of its
 
 # --- Run and operate (the CLI reads AWS_ENDPOINT_URL / AWS_PROFILE / AWS_REGION) -------------
 CONSUMER ?= orders
+TOPIC ?= sales
 COUNT ?= 100
 DUPLICATES ?= 0.2
 EVENT ?= events/orders-single.json
 ARGS ?=
 
-run: setup ## Everything on this machine: local AWS, deploy, poll, send a workload, report
+run: setup ## Everything on this machine: local AWS, deploy, poll, publish and send a workload, report
 	$(EONCE) run $(ARGS)
 
 up: setup ## Start the local stack in the background: deploy, then consume until `make down`
@@ -90,10 +91,13 @@ down: setup ## Stop the local stack started by `make up` (and every process it s
 send: setup ## Send COUNT generated messages (DUPLICATES share re-sent) to CONSUMER's queue
 	$(EONCE) send --consumer $(CONSUMER) --count $(COUNT) --duplicates $(DUPLICATES) $(ARGS)
 
+publish: setup ## Publish COUNT generated messages (DUPLICATES share published again) to TOPIC
+	$(EONCE) publish --topic $(TOPIC) --count $(COUNT) --duplicates $(DUPLICATES) $(ARGS)
+
 replay: setup ## Move CONSUMER's dead letters back (copy mode); ARGS e.g. "--dry-run"
 	$(EONCE) replay copy --consumer $(CONSUMER) $(ARGS)
 
-invoke: setup ## Run CONSUMER's handler in-process on EVENT (env from the deployed stack)
+invoke: setup ## Run CONSUMER's handler in-process on EVENT (e.g. CONSUMER=salescounter EVENT=events/sns-sale.json)
 	$(EONCE) invoke $(CONSUMER) --event $(EVENT) $(ARGS)
 
 locks: setup ## List stuck IN_PROGRESS and FAILED records (ARGS e.g. "--stuck-only")

@@ -20,6 +20,7 @@ from exactly_once_cli.event import event_cmd, event_samples_cmd
 from exactly_once_cli.invoke import invoke_cmd
 from exactly_once_cli.layer import layer_cmd
 from exactly_once_cli.locks import locks_app
+from exactly_once_cli.publish import publish_cmd
 from exactly_once_cli.replay import replay_app
 from exactly_once_cli.send import send_cmd
 from exactly_once_cli.status import status_cmd
@@ -30,7 +31,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    help="Run and operate exactly-once SQS consumers: send, replay, invoke, locks, run.",
+    help="Run and operate exactly-once SQS consumers and SNS subscribers: send, publish, "
+    "replay, invoke, locks, run.",
 )
 
 
@@ -59,6 +61,7 @@ def global_options(
 
 app.command("consumers")(consumers_cmd)
 app.command("send")(send_cmd)
+app.command("publish")(publish_cmd)
 app.add_typer(replay_app, name="replay")
 app.command("event")(event_cmd)
 app.command("event-samples")(event_samples_cmd)

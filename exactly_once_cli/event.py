@@ -1,4 +1,5 @@
-"""`event` and `event-samples`: write Lambda SQS events for local invokes and tests."""
+"""`event` and `event-samples`: write Lambda SQS (and sample API and SNS) events for local
+invokes and tests."""
 
 from __future__ import annotations
 
@@ -86,6 +87,7 @@ def event_cmd(
 def event_samples_cmd(
     directory: Annotated[Path, typer.Argument(help="Where to write them.")] = Path("events"),
 ) -> None:
-    """(Re)write the committed sample events (orders, duplicates, FIFO, poison, attributes)."""
+    """(Re)write the committed sample events: SQS (orders, duplicates, FIFO, poison, attributes,
+    an SNS envelope), API Gateway, and SNS (a sale, attributes, published twice, poison)."""
     for path in write_samples(directory):
         stdout().print(f"wrote {path}", markup=False)

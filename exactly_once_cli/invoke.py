@@ -1,5 +1,5 @@
-"""`invoke`: run a consumer's or an API's handler in this process with a sample event, like
-Lambda would.
+"""`invoke`: run a consumer's, an API's or a topic subscriber's handler in this process with a
+sample event, like Lambda would.
 
 The function's environment (and its handler name) come from the deployed function, found
 through the stack's `<Consumer>FunctionName` output, unless given with --env / --handler, so the
@@ -8,6 +8,7 @@ handler talks to the same tables and DLQ as the deployed one.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -31,6 +32,7 @@ from exactly_once_cli.common import (
 )
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
+from exactly_once_ops.sns_events import is_sns_event
 from exactly_once_ops.targets import (
     DEFAULT_STACK,
     AwsTarget,
@@ -68,6 +70,16 @@ def is_api_event(event: Any) -> bool:
     )
 
 
+def check_sns_event(event: Any, source: str) -> None:
+    """Refuse an SNS record without the fields every subscriber reads."""
+    for index, record in enumerate(event["Records"]):
+        sns = record["Sns"]
+        if not all(isinstance(sns.get(name), str) for name in ("MessageId", "Message", "TopicArn")):
+            raise CliError(
+                f"{source}: Records[{index}].Sns needs MessageId, Message and TopicArn strings"
+            )
+
+
 def check_sqs_event(event: Any, source: str) -> None:
     """Refuse what Lambda's SQS event source would never send: the handler would accept it
     silently (no records, nothing to do) and the run would prove nothing.
@@ -75,8 +87,9 @@ def check_sqs_event(event: Any, source: str) -> None:
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list) or not records:
         raise CliError(
-            f"{source}: not an SQS event (no Records list; see `eonce event`), nor an "
-            "API Gateway event (no HTTP method; see events/api-*.json)"
+            f"{source}: not an SQS event (no Records list; see `eonce event`), nor an SNS event "
+            "(see events/sns-*.json), nor an API Gateway event (no HTTP method; see "
+            "events/api-*.json)"
         )
     for index, record in enumerate(records):
         if not isinstance(record, dict) or not isinstance(record.get("messageId"), str):
@@ -112,12 +125,33 @@ def point_clients_at(target: AwsTarget, dynamodb: Endpoint) -> None:
     clients.reset()
 
 
+def registered_source(name: str) -> Path | None:
+    """The code folder a checkout's registries (infra/) give the function `name` (any case):
+    a topic subscriber's id need not match its folder (SalesCounter is functions/sales)."""
+    specs: list[Any] = []
+    for module, attribute in (("consumers", "CONSUMERS"), ("apis", "APIS")):
+        try:
+            specs += getattr(importlib.import_module(f"infra.{module}"), attribute)
+        except ImportError:  # an installed eonce, without the repository's infra/
+            return None
+    topics = importlib.import_module("infra.topics").TOPICS
+    specs += [spec for topic in topics for spec in topic.subscribers]
+    for spec in specs:
+        if spec.id.lower() == name.lower():
+            return Path(spec.source_path)
+    return None
+
+
 def source_folder(consumer: str, source: Path | None) -> Path:
-    """--source, else this repository's layout: `functions/<consumer>` under the working dir
-    (`PaymentsApi` is `functions/payments_api`)."""
+    """--source, else the checkout's registries, else this repository's layout:
+    `functions/<consumer>` under the working dir (`PaymentsApi` is `functions/payments_api`)."""
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in consumer).lstrip("_")
     candidates = [Path("functions") / consumer.lower(), Path("functions") / snake]
-    folder = source or next((c for c in candidates if c.is_dir()), candidates[0])
+    folder = (
+        source
+        or registered_source(consumer)
+        or next((c for c in candidates if c.is_dir()), candidates[0])
+    )
     if not folder.is_dir():
         raise CliError(f"no handler source at {folder}: pass --source DIR (the function's code)")
     return folder
@@ -165,14 +199,19 @@ def invoke_cmd(
     ctx: typer.Context,
     consumer: Annotated[
         str,
-        typer.Argument(help="The consumer or API, as the stack names it: orders, paymentsapi."),
+        typer.Argument(
+            help="The consumer, API or topic subscriber, as the stack names it: orders, "
+            "paymentsapi, salescounter."
+        ),
     ],
     event: Annotated[
         str, typer.Option("--event", "-e", help="An events/ file, or - for piped stdin.")
     ] = "-",
     source: Annotated[
         Path | None,
-        typer.Option(help="The function's code folder (default: functions/<consumer>)."),
+        typer.Option(
+            help="The function's code folder (default: the checkout's, else functions/<consumer>)."
+        ),
     ] = None,
     handler: Annotated[
         str | None,
@@ -187,19 +226,25 @@ def invoke_cmd(
     ] = True,
     stack: StackOption = DEFAULT_STACK,
 ) -> None:
-    """Run a handler on an SQS or API Gateway event and print the outcome and the response.
+    """Run a handler on an SQS, SNS or API Gateway event and print the outcome and the response.
 
     The handler's clients use the global --profile/--region/--endpoint-url and the stack's
     DynamoDB endpoint. SQS: exit 0 when no record is left for SQS to redeliver (processed,
     duplicate, or sent to the DLQ by the layer); 1 when the handler raised or reported any
-    record failed (SQS would redeliver it). API: exit 0 for any answer but a 5xx, 1 for a 5xx.
-    Exit 2 when the input is neither.
+    record failed (SQS would redeliver it). SNS: exit 0 when the handler returned (processed,
+    duplicate, or dead-lettered as permanent); 1 when it raised (Lambda would retry the event,
+    then send it to the function's DLQ). API: exit 0 for any answer but a 5xx, 1 for a 5xx.
+    Exit 2 when the input is none of these.
     """
     folder = source_folder(consumer, source)
     payload = read_event(event)
     api = is_api_event(payload)
-    if not api:
-        check_sqs_event(payload, "stdin" if event == "-" else event)
+    sns = not api and is_sns_event(payload)
+    where = "stdin" if event == "-" else event
+    if sns:
+        check_sns_event(payload, where)
+    elif not api:
+        check_sqs_event(payload, where)
     target = aws_target(ctx)
     outputs = stack_outputs(target.cloudformation(), stack) if from_stack else {}
     config = deployed_configuration(target, outputs, consumer, stack) if from_stack else {}
@@ -220,8 +265,14 @@ def invoke_cmd(
     )
     try:
         response = function(payload, context)
-    except Exception as exc:  # Lambda would retry the whole batch
-        what = "API Gateway would answer 502" if api else "every record would be retried"
+    except Exception as exc:  # Lambda would retry the whole batch (the SNS event)
+        if sns:
+            print_results(consumer, getattr(function, "last_results", []))
+            what = "Lambda would retry the event, then send it to the function's DLQ"
+        elif api:
+            what = "API Gateway would answer 502"
+        else:
+            what = "every record would be retried"
         fail(f"the handler raised {type(exc).__name__}: {exc} ({what})")
     if api:
         code = print_api_result(consumer, response, getattr(function, "last_result", None))

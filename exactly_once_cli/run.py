@@ -1,24 +1,30 @@
 """`run` (what `make run` calls): the whole service on this machine, end to end, with a report.
 
-The report's table is shared with `report`, which checks a workload sent by `workload` to a
-stack that `up` keeps running.
+Three parts, each checked against the ledger: the Sales topic first (published with duplicates,
+delivered to its Lambda subscriber in-process and to the orders queue by moto), then the
+queues, then the HTTP API. The queue table is shared with `report`, which checks a workload
+sent by `workload` to a stack that `up` keeps running.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from exactly_once_cdk.outputs import TOPIC_ARN
 from exactly_once_cli import workload_options as opts
 from exactly_once_cli.common import fail, stdout
 from exactly_once_cli.up import print_started, state_paths
 from exactly_once_ops.local_state import AlreadyUp, StateLock
+from infra.topics import by_id as topic_by_id
 from local_aws.api_workload import ApiReport, ApiWorkload, describe, run_api_workload
 from local_aws.demo import Workload
 from local_aws.demo_report import DemoReport, build_report
@@ -26,13 +32,17 @@ from local_aws.demo_workload import SentWorkload, send_workload
 from local_aws.local_deploy import ROOT
 from local_aws.local_stack import LocalStack
 from local_aws.poller import Poller, describe_bindings, wait_until_drained
-from local_aws.serve import serve, start_apis, up_state
+from local_aws.serve import serve, start_apis, start_delivery, up_state
 from local_aws.signals import terminate_on_signals
+from local_aws.sns_report import TopicReport, build_topic_report, describe_receiver, verdict
+from local_aws.sns_worker import SnsDelivery
+from local_aws.sns_workload import TopicWorkload, publish_topic_workload, topic_receivers
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 LOG_DIR = ROOT / "build" / "local-logs"
+TOPIC = "Sales"  # the topic the sales workload is made for (orderId bodies)
 
 
 def print_sent(workload: SentWorkload, console: Console) -> None:
@@ -61,6 +71,83 @@ def drain(sqs: SQSClient, queue_urls: list[str], total: int, timeout_s: float) -
             timeout_s=timeout_s,
             on_tick=lambda n: progress.update(task, completed=total - n, backlog=n),
         )
+
+
+def run_topic(
+    stack: LocalStack,
+    poller: Poller,
+    delivery: SnsDelivery,
+    workload: TopicWorkload,
+    *,
+    timeout_s: float,
+    keep: bool,
+    console: Console,
+) -> TopicReport:
+    """Publish the sales, wait until every receiver is done, and check them.
+
+    Runs before the queue workload and alone, so the DLQs' and the counters' changes over it
+    are the topic's own (the orders consumer serves both).
+    """
+    spec = topic_by_id(TOPIC)
+    receivers = topic_receivers(spec, delivery.bindings, poller.bindings, stack.outputs)
+    started = time.monotonic()
+    consumed, delivered = poller.totals_by_consumer(), delivery.totals_by_subscriber()
+    sqs = stack.sqs()
+    sent = publish_topic_workload(
+        stack.client("sns"),
+        sqs,
+        spec.id,
+        stack.outputs[f"{spec.id}{TOPIC_ARN}"],
+        receivers,
+        workload,
+    )
+    console.print(
+        f"[green]✓[/] published {sent.published} messages to {sent.topic} ({sent.duplicates} "
+        f"sales published twice, {sent.poison} poison) at {sent.throughput:.0f} msg/s; "
+        f"delivered {sent.redelivered} of them again (same MessageId) to "
+        f"{', '.join(r.name for r in receivers)}"
+    )
+    total = (sent.published + sent.redelivered) * len(receivers)
+    drained = drain(sqs, [r.delivery_url for r in receivers], total, timeout_s)
+    if not keep:
+        delivery.stop()  # every delivery's counts are in once its workers have stopped
+    counts = {
+        name: dict(now - consumed.get(name, Counter()))
+        for name, now in poller.totals_by_consumer().items()
+    }
+    counts |= {
+        name: dict(now - delivered.get(name, Counter()))
+        for name, now in delivery.totals_by_subscriber().items()
+    }
+    return build_topic_report(
+        sqs,
+        stack.ddb(),
+        stack.outputs["LedgerTableName"],
+        sent,
+        counts=counts,
+        drained=drained,
+        elapsed_s=time.monotonic() - started,
+    )
+
+
+def render_topic(report: TopicReport, console: Console) -> None:
+    sent = report.sent
+    receivers = ", ".join(r.receiver.name for r in report.receivers)
+    table = Table(title=f"Topic {sent.topic} (SNS to {receivers})", show_header=False)
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    table.add_row("messages published", str(sent.published))
+    table.add_row("  of which a sale published again (new MessageId)", str(sent.duplicates))
+    table.add_row("  of which poison (not JSON)", str(sent.poison))
+    table.add_row("delivered again (same MessageId) to each subscriber", str(sent.redelivered))
+    for receiver in report.receivers:
+        for what, count in describe_receiver(receiver):
+            table.add_row(what, count)
+    console.print(table)
+    line = verdict(report)
+    head, rest = line.split(":", 1)
+    colour = "green" if report.ok else "red"
+    console.print(f"[bold {colour}]{head}[/]:{escape(rest)} ({report.elapsed_s:.1f}s)")
 
 
 def render(report: DemoReport, console: Console, title: str = "Exactly-once local run") -> None:
@@ -132,11 +219,15 @@ def render_api(report: ApiReport, console: Console, name: str, endpoint: str) ->
 def run_cmd(
     orders: opts.Orders = 200,
     payments: opts.Payments = 40,
+    sales: opts.Sales = 40,
+    redeliveries: opts.Redeliveries = 5,
     duplicates: opts.Duplicates = 0.25,
     poison: opts.Poison = 2,
     transient: opts.Transient = 0.05,
     work_ms: opts.WorkMs = 20,
-    workers: Annotated[int, typer.Option(min=1, max=8, help="Poller processes per function.")] = 2,
+    workers: Annotated[
+        int, typer.Option(min=1, max=8, help="Poller (and SNS delivery) processes per function.")
+    ] = 2,
     seed: opts.Seed = 7,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the queues to drain.")] = 240,
     keep: Annotated[
@@ -147,9 +238,11 @@ def run_cmd(
         ),
     ] = False,
 ) -> None:
-    """Run everything locally: moto + DynamoDB Local, deploy, poll, send a workload, report.
+    """Run everything locally: moto + DynamoDB Local, deploy, poll, publish and send a workload,
+    report.
 
-    Exits 1 if the check failed. SIGTERM and SIGHUP stop it as Ctrl-C does, children included.
+    Exits 1 if a check failed. SIGTERM and SIGHUP stop it as Ctrl-C does, children included.
+    The SNS retry delays are short locally (EONCE_SNS_RETRY_DELAYS, default "0.5,1").
     """
     console = stdout()
     workload = Workload(
@@ -157,6 +250,15 @@ def run_cmd(
         payments=payments,
         duplicate_ratio=duplicates,
         poison=poison,
+        transient_ratio=transient,
+        work_ms=work_ms,
+        seed=seed,
+    )
+    topic_workload = TopicWorkload(
+        sales=sales,
+        duplicate_ratio=duplicates,
+        redeliveries=redeliveries,
+        poison=min(poison, 1),  # one per topic: it reaches every subscriber's DLQ
         transient_ratio=transient,
         work_ms=work_ms,
         seed=seed,
@@ -183,11 +285,27 @@ def run_cmd(
             f"[green]✓[/] poller: {workers} worker process(es) per function "
             f"({describe_bindings(bindings)}); function logs in {LOG_DIR.relative_to(ROOT)}/"
         )
+        delivery = start_delivery(
+            stack, workers, LOG_DIR, running, lambda line: console.print(f"[green]✓[/] {line}")
+        )
         apis = start_apis(
             stack, LOG_DIR, running, lambda line: console.print(f"[green]✓[/] {line}")
         )
+        topic_report = (
+            run_topic(
+                stack,
+                poller,
+                delivery,
+                topic_workload,
+                timeout_s=timeout,
+                keep=keep,
+                console=console,
+            )
+            if sales
+            else None
+        )
         sqs = stack.sqs()
-        sent = send_workload(sqs, stack.outputs, workload)
+        sent = send_workload(sqs, stack.outputs, workload, totals_before=poller.totals())
         print_sent(sent, console)
         queue_urls = [stack.outputs[f"{name}QueueUrl"] for name in sent.sent]
         drained = drain(sqs, queue_urls, sum(sent.sent.values()), timeout)
@@ -214,11 +332,14 @@ def run_cmd(
         ]
         for api, api_report in zip(apis, api_reports, strict=True):
             render_api(api_report, console, api.binding.api, api.endpoint)
+        if topic_report is not None:
+            render_topic(topic_report, console)
         if paths is not None:
             state = up_state(stack, poller, {"functions": LOG_DIR})
             console.print("\nThe local stack stays up, consuming:")
             print_started(state, console)
             console.print("Ctrl-C here (or `eonce down` elsewhere) stops it.")
-            serve(paths, state, poller)
-    if not report.ok or not all(r.ok for r in api_reports):
+            serve(paths, state, poller, delivery)
+    topic_ok = topic_report is None or topic_report.ok
+    if not report.ok or not all(r.ok for r in api_reports) or not topic_ok:
         raise typer.Exit(1)

@@ -45,7 +45,7 @@ def default_template(consumer: str | None) -> str:
     found = DEFAULT_TEMPLATES.get(consumer.lower())
     if found is None:
         raise CliError(
-            f"--count for consumer {consumer!r} needs --template (its body shape, e.g. "
+            f"--count for {consumer!r} needs --template (its body shape, e.g. "
             f'\'{{"id": "{{id}}"}}\'); built-in templates: {", ".join(DEFAULT_TEMPLATES)}'
         )
     return found

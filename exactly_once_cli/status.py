@@ -1,4 +1,5 @@
-"""`status`: per consumer, queue and DLQ depth, pending records and (local stack) what ran."""
+"""`status`: per consumer (and topic subscriber), queue and DLQ depth, pending records and
+(local stack) what ran."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, stack_outputs
 
 SINCE_START = ("processed", "duplicate", "permanent")
 """Poller outcomes shown for the local stack: ran, suppressed as duplicate, dead-lettered."""
+SUBSCRIBER_SINCE_START = ("delivered", "processed", "duplicate", "permanent", "dead_lettered")
+"""SNS delivery counts for the local stack: deliveries, ran, duplicates, dead-lettered by the
+handler, and handed to the on-failure destination after Lambda's retries."""
 
 
 def collect(target: AwsTarget, stack: str) -> tuple[StackStatus, UpState | None, UpStats | None]:
@@ -44,11 +48,24 @@ def as_json(status: StackStatus, state: UpState | None, stats: UpStats | None) -
         if stats is not None:
             entry["since_start"] = {k: stats.count(c.consumer, k) for k in SINCE_START}
         consumers.append(entry)
+    subscribers = []
+    for s in status.subscribers:
+        entry = asdict(s)
+        if stats is not None:
+            entry["since_start"] = {
+                k: stats.subscriber_count(s.subscriber, k) for k in SUBSCRIBER_SINCE_START
+            }
+        subscribers.append(entry)
     local = None
     if state is not None:
         local = {"pid": state.pid, "started_at": state.started_at}
         local["stats_updated_at"] = stats.updated_at if stats else None
-    return {"consumers": consumers, "pending_capped": status.pending_capped, "local": local}
+    return {
+        "consumers": consumers,
+        "subscribers": subscribers,
+        "pending_capped": status.pending_capped,
+        "local": local,
+    }
 
 
 def render(stack: str, status: StackStatus, state: UpState | None, stats: UpStats | None) -> Group:
@@ -59,6 +76,9 @@ def render(stack: str, status: StackStatus, state: UpState | None, stats: UpStat
     for c in status.consumers:
         depths = (c.queue.visible, c.queue.in_flight, c.dead_letters.total)
         now.add_row(c.consumer, *map(str, (*depths, c.in_progress, c.failed)))
+    for s in status.subscribers:  # SNS invokes them: no queue of their own
+        pending = (s.dead_letters.total, s.in_progress, s.failed)
+        now.add_row(f"{s.subscriber} (SNS)", "-", "-", *map(str, pending))
     parts: list[Table | Text] = [now]
     if status.pending_capped:
         parts.append(Text(f"more than {PENDING_CAP} pending records: the counts are a minimum"))
@@ -68,6 +88,10 @@ def render(stack: str, status: StackStatus, state: UpState | None, stats: UpStat
             since.add_column(name, justify="left" if name == "consumer" else "right")
         for c in status.consumers:
             since.add_row(c.consumer, *(str(stats.count(c.consumer, k)) for k in SINCE_START))
+        for s in status.subscribers:
+            ran = [stats.subscriber_count(s.subscriber, k) for k in SINCE_START]
+            ran[-1] += stats.subscriber_count(s.subscriber, "dead_lettered")  # after retries
+            since.add_row(f"{s.subscriber} (SNS)", *map(str, ran))
         parts.append(since)
     return Group(*parts)
 
@@ -79,7 +103,8 @@ def status_cmd(
     watch: Annotated[bool, typer.Option(help="Refresh until Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(min=0.2, help="Seconds between refreshes.")] = 2.0,
 ) -> None:
-    """Per consumer: queue, in-flight and DLQ depth, IN_PROGRESS/FAILED records, what ran since up.
+    """Per consumer: queue, in-flight and DLQ depth, IN_PROGRESS/FAILED records, what ran since up;
+    per topic subscriber the same without a queue.
 
     What ran (processed, duplicates, dead-lettered since the stack came up) shows only for the
     stack `eonce up` serves, whose poller counts it. Works against any stack built from the

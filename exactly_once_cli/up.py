@@ -19,7 +19,7 @@ from exactly_once_ops.local_state import (
     UpState,
     default_paths,
 )
-from exactly_once_ops.targets import DEFAULT_STACK, consumers_in
+from exactly_once_ops.targets import DEFAULT_STACK, consumers_in, subscribers_in, topics_in
 from local_aws.launcher import StartFailed, start_background
 
 
@@ -50,6 +50,10 @@ def print_started(state: UpState, console: Console) -> None:
     console.print(f"  moto         {state.endpoint_url}  (SQS, CloudFormation, Lambda, S3, SNS)")
     console.print(f"  DynamoDB     {state.dynamodb_endpoint_url}  (DynamoDB Local)")
     console.print(f"  poller       {state.workers} worker process(es) per consumer")
+    if topics := ", ".join(name.lower() for name in topics_in(state.outputs)):
+        subscribers = ", ".join(name.lower() for name in subscribers_in(state.outputs))
+        here = f"; {subscribers} run here ({state.workers} process(es) each)" if subscribers else ""
+        console.print(f"  topics       {topics}  (moto delivers to subscribed queues{here})")
     for name, url in api_urls(state.outputs).items():
         console.print(f"  API          {name} at {url}  (requests signed with SigV4)")
     logs = ", ".join(f"{name} {_short(Path(path))}" for name, path in state.logs.items())
@@ -87,7 +91,10 @@ def up_cmd(
         f"(pid {state.pid}; `eonce down` stops it)"
     )
     print_started(state, console)
-    console.print("Then: eonce status · eonce send --consumer orders --count 100 · eonce down")
+    console.print(
+        "Then: eonce status · eonce send --consumer orders --count 100 · "
+        "eonce publish --topic sales --count 20 · eonce down"
+    )
 
 
 def env_cmd() -> None:

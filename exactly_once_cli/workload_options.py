@@ -8,6 +8,16 @@ import typer
 
 Orders = Annotated[int, typer.Option(min=0, help="Messages to the orders (standard) queue.")]
 Payments = Annotated[int, typer.Option(min=0, help="Messages to the payments (FIFO) queue.")]
+Sales = Annotated[
+    int, typer.Option(min=0, help="Messages published to the Sales topic (0: no topic part).")
+]
+Redeliveries = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Published messages delivered a second time (same SNS MessageId) to each subscriber.",
+    ),
+]
 Duplicates = Annotated[
     float, typer.Option(min=0.0, max=0.9, help="Share of messages repeating a business id.")
 ]

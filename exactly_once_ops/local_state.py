@@ -68,14 +68,23 @@ class UpState:
 
 @dataclass(frozen=True)
 class UpStats:
-    """The contents of `up-stats.json`: outcome counts per consumer since the poller started."""
+    """The contents of `up-stats.json`: outcome counts per consumer since the poller started,
+    and per direct topic subscriber since the SNS delivery started (kept apart: a subscriber's
+    counts are deliveries, not queue messages)."""
 
     updated_at: str
     consumers: dict[str, dict[str, int]] = field(default_factory=dict)
+    subscribers: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def count(self, consumer: str, outcome: str) -> int:
         for name, counts in self.consumers.items():
             if name.lower() == consumer.lower():
+                return int(counts.get(outcome, 0))
+        return 0
+
+    def subscriber_count(self, subscriber: str, outcome: str) -> int:
+        for name, counts in self.subscribers.items():
+            if name.lower() == subscriber.lower():
                 return int(counts.get(outcome, 0))
         return 0
 
@@ -137,7 +146,11 @@ class StatePaths:
         if not text:
             return None
         data = json.loads(text)
-        return UpStats(updated_at=str(data["updated_at"]), consumers=dict(data["consumers"]))
+        return UpStats(
+            updated_at=str(data["updated_at"]),
+            consumers=dict(data["consumers"]),
+            subscribers=dict(data.get("subscribers") or {}),
+        )
 
     def remove_state(self) -> None:
         for path in (self.state, self.stats):

@@ -194,9 +194,13 @@ def sample_events() -> dict[str, dict[str, Any]]:
     Each file has business ids of its own (o-1xxx, o-2xxx, ...), so invoking them in any order
     never reuses a key for a different payload, which the layer would dead-letter as a
     FingerprintMismatch. Repeats inside orders-batch-duplicates.json are deliberate: the same
-    id with the same body, a duplicate delivery.
+    id with the same body, a duplicate delivery; so are the two records of
+    orders-sns-envelope.json (one SNS message delivered to the queue twice).
     """
+    from exactly_once_ops.sample_sns_events import fanout_envelope
+
     ts = SAMPLE_TIMESTAMP_MS
+    fanout = json.dumps(fanout_envelope(), indent=2)
     batch_ids = ["o-2001", "o-2002", "o-2001", "o-2003", "o-2004", "o-2002", "o-2005", "o-2006"]
     batch_ids += ["o-2001", "o-2007"]
     payments = [
@@ -232,6 +236,11 @@ def sample_events() -> dict[str, dict[str, Any]]:
             attributes={"source": "checkout", "priority": 2, "weight": Attr("Number.float", "0.5")},
             sent_timestamp_ms=ts,
         ),
+        # SNS fan-out: the orders queue is subscribed to the Sales topic, so a body is the SNS
+        # envelope; here SNS delivered the same message (same MessageId) twice
+        "orders-sns-envelope.json": sqs_event(
+            [fanout, fanout], queue_name="orders-queue", sent_timestamp_ms=ts
+        ),
     }
 
 
@@ -245,8 +254,10 @@ def write_samples(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     from exactly_once_ops.sample_api_events import api_sample_events
+    from exactly_once_ops.sample_sns_events import sns_sample_events
 
-    for name, event in {**sample_events(), **api_sample_events()}.items():
+    samples = {**sample_events(), **api_sample_events(), **sns_sample_events()}
+    for name, event in samples.items():
         path = directory / name
         path.write_text(render(event), encoding="utf-8")
         written.append(path)

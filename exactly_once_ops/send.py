@@ -127,6 +127,12 @@ class SendInterrupted(KeyboardInterrupt):
         self.report = report
 
 
+BatchSender = Callable[
+    [Sequence[tuple[str, OutgoingMessage]]], tuple[dict[str, str], list[EntryFailure]]
+]
+"""One batch call (entry id, message) -> (entry id -> MessageId for sent ones, failures)."""
+
+
 def send_messages(
     sqs: SQSClient,
     queue_url: str,
@@ -142,12 +148,29 @@ def send_messages(
     the report of everything sent; an error (e.g. no connection) cancels the batches not
     started and propagates.
     """
+    return run_batches(
+        lambda batch: send_batch(sqs, queue_url, batch),
+        messages,
+        concurrency=concurrency,
+        on_batch=on_batch,
+    )
+
+
+def run_batches(
+    send: BatchSender,
+    messages: Sequence[OutgoingMessage],
+    *,
+    concurrency: int = 4,
+    on_batch: Callable[[int], None] | None = None,
+) -> SendReport:
+    """`send` every batch of 10 on `concurrency` threads; what `send_messages` and
+    `publish_messages` share (see `send_messages` for Ctrl-C and errors)."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     started = time.perf_counter()
 
     def run(batch: list[tuple[str, OutgoingMessage]]) -> tuple[dict[str, str], list[EntryFailure]]:
-        outcome = send_batch(sqs, queue_url, batch)
+        outcome = send(batch)
         if on_batch is not None:
             on_batch(len(batch))
         return outcome

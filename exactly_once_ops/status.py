@@ -1,21 +1,23 @@
-"""A stack's consumers at a glance: queue and DLQ depths, and pending idempotency records.
+"""A stack's consumers and topic subscribers at a glance: queue and DLQ depths, and pending
+idempotency records.
 
 Works on any stack built from the constructs: the queues come from its outputs, the pending
-records from the table's sparse index (no Scan), attributed to a consumer by the idempotency
-scope its function runs with (`CONSUMER_SCOPE`; the construct's default when unreadable).
+records from the table's sparse index (no Scan), attributed to a consumer or subscriber by the
+idempotency scope its function runs with (`CONSUMER_SCOPE` / `SUBSCRIBER_SCOPE`; the
+construct's default when unreadable).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from exactly_once import IdempotencyStore, Status
 from exactly_once_cdk.outputs import DEAD_LETTER_QUEUE_URL, FUNCTION_NAME, QUEUE_URL
-from exactly_once_ops.targets import consumers_in
+from exactly_once_ops.targets import consumers_in, subscribers_in
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -46,9 +48,19 @@ class ConsumerStatus:
 
 
 @dataclass(frozen=True)
+class SubscriberStatus:
+    subscriber: str  # as `invoke` takes it: salescounter
+    scope: str
+    dead_letters: QueueDepth
+    in_progress: int
+    failed: int
+
+
+@dataclass(frozen=True)
 class StackStatus:
     consumers: list[ConsumerStatus]
     pending_capped: bool  # more records than PENDING_CAP of some status: counts are minimums
+    subscribers: list[SubscriberStatus] = field(default_factory=list)
 
 
 def queue_depth(sqs: SQSClient, queue_url: str) -> QueueDepth:
@@ -67,12 +79,15 @@ def queue_depth(sqs: SQSClient, queue_url: str) -> QueueDepth:
     )
 
 
-def consumer_scope(lambda_client: Any, function_name: str | None, consumer: str) -> str:
-    """The function's CONSUMER_SCOPE; the construct's default (its id, lower case) otherwise."""
+def consumer_scope(
+    lambda_client: Any, function_name: str | None, consumer: str, variable: str = "CONSUMER_SCOPE"
+) -> str:
+    """The function's CONSUMER_SCOPE (a subscriber's SUBSCRIBER_SCOPE); the construct's default
+    (its id, lower case) otherwise."""
     if function_name:
         try:
             config = lambda_client.get_function_configuration(FunctionName=function_name)
-            scope = config.get("Environment", {}).get("Variables", {}).get("CONSUMER_SCOPE")
+            scope = config.get("Environment", {}).get("Variables", {}).get(variable)
             if scope:
                 return str(scope)
         except (ClientError, BotoCoreError):
@@ -111,4 +126,17 @@ def stack_status(
                 failed=pending[(scope, Status.FAILED)],
             )
         )
-    return StackStatus(found, capped)
+    subscribers = []
+    for name in subscribers_in(outputs):
+        function = outputs.get(f"{name}{FUNCTION_NAME}")
+        scope = consumer_scope(lambda_client, function, name, "SUBSCRIBER_SCOPE")
+        subscribers.append(
+            SubscriberStatus(
+                subscriber=name.lower(),
+                scope=scope,
+                dead_letters=queue_depth(sqs, outputs[f"{name}{DEAD_LETTER_QUEUE_URL}"]),
+                in_progress=pending[(scope, Status.IN_PROGRESS)],
+                failed=pending[(scope, Status.FAILED)],
+            )
+        )
+    return StackStatus(found, capped, subscribers)

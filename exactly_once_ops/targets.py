@@ -22,7 +22,13 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
-from exactly_once_cdk.outputs import DEAD_LETTER_QUEUE_URL, LOCAL_DYNAMODB_ENDPOINT, QUEUE_URL
+from exactly_once_cdk.outputs import (
+    DEAD_LETTER_QUEUE_URL,
+    FUNCTION_NAME,
+    LOCAL_DYNAMODB_ENDPOINT,
+    QUEUE_URL,
+    TOPIC_ARN,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -166,6 +172,19 @@ def consumers_in(outputs: Mapping[str, str]) -> list[str]:
     )
 
 
+def subscribers_in(outputs: Mapping[str, str]) -> list[str]:
+    """The direct topic subscribers a stack's outputs declare: a function with a DLQ and no
+    queue of its own (`SalesCounter` for `SalesCounterFunctionName` and
+    `SalesCounterDeadLetterQueueUrl`)."""
+    return sorted(
+        key[: -len(DEAD_LETTER_QUEUE_URL)]
+        for key in outputs
+        if key.endswith(DEAD_LETTER_QUEUE_URL)
+        and f"{key[: -len(DEAD_LETTER_QUEUE_URL)]}{QUEUE_URL}" not in outputs
+        and f"{key[: -len(DEAD_LETTER_QUEUE_URL)]}{FUNCTION_NAME}" in outputs
+    )
+
+
 def consumer_output(outputs: Mapping[str, str], consumer: str, suffix: str, stack: str) -> str:
     """The output `<Consumer><suffix>`, with the consumer named in any case (orders, Orders)."""
     wanted = f"{consumer}{suffix}".lower()
@@ -176,6 +195,31 @@ def consumer_output(outputs: Mapping[str, str], consumer: str, suffix: str, stac
     raise TargetError(
         f"stack {stack!r} has no consumer {consumer!r} "
         f"(no output {consumer[:1].upper()}{consumer[1:]}{suffix}); its consumers: {known}"
+    )
+
+
+def topics_in(outputs: Mapping[str, str]) -> list[str]:
+    """The topic names a stack's outputs declare: `Sales` for `SalesTopicArn`."""
+    return sorted(key[: -len(TOPIC_ARN)] for key in outputs if key.endswith(TOPIC_ARN))
+
+
+def resolve_topic_arn(
+    target: AwsTarget, *, topic_arn: str | None, topic: str | None, stack: str = DEFAULT_STACK
+) -> str:
+    """An explicit ARN wins; otherwise the stack's `<Topic>TopicArn` output (any case)."""
+    if topic_arn:
+        return topic_arn
+    if not topic:
+        raise TargetError("name the topic: --topic-arn ARN, or --topic NAME (e.g. sales)")
+    outputs = stack_outputs(target.cloudformation(), stack)
+    wanted = f"{topic}{TOPIC_ARN}".lower()
+    for key, value in outputs.items():
+        if key.lower() == wanted:
+            return value
+    known = ", ".join(name.lower() for name in topics_in(outputs)) or "none"
+    raise TargetError(
+        f"stack {stack!r} has no topic {topic!r} (no output {topic[:1].upper()}{topic[1:]}"
+        f"{TOPIC_ARN}); its topics: {known}"
     )
 
 

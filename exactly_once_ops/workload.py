@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 DEFAULT_TEMPLATES = {
     "orders": '{"orderId": "{id}", "amount": 10}',
     "payments": '{"paymentId": "{id}", "accountId": "acct-{group}", "amount": 5}',
+    "sales": '{"orderId": "{id}", "amount": 10}',  # the Sales topic's (`publish --topic sales`)
 }
 DEFAULT_GROUP_FIELDS = {"payments": "accountId"}
 """The FIFO message group of a consumer's default template (payments are ordered per account)."""

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
 
 REDRIVEN = "redriven by SQS"  # moved by maxReceiveCount, so it carries no reason of ours
+RETRIES_EXHAUSTED = "RetriesExhausted"
+"""An asynchronous invocation's event after its last failed retry (an SNS subscriber's): Lambda
+sends an on-failure destination a record with this condition, or a function's DLQ the event
+with RequestID / ErrorCode / ErrorMessage attributes; neither carries a reason of ours."""
 
 
 @dataclass(frozen=True)
@@ -120,15 +124,25 @@ def run_keys(run_id: str) -> str:
 
 
 def check_ledger(
-    ddb: DynamoDBClient, table: str, expected: set[str], run_id: str | None = None
+    ddb: DynamoDBClient,
+    table: str,
+    expected: set[str],
+    run_id: str | None = None,
+    scope: str | None = None,
 ) -> LedgerCheck:
     """Count ledger entries per key; with `run_id`, only that run's keys (a stack that stays
-    up also holds other runs' and hand-sent messages' entries)."""
+    up also holds other runs' and hand-sent messages' entries); with `scope`, only the entries
+    written under that idempotency scope (`sk` = "<scope>#<effect>": a topic's message takes
+    effect once in each of its subscribers)."""
     counts: Counter[str] = Counter()
     paginator = ddb.get_paginator("scan")
-    for page in paginator.paginate(TableName=table, ProjectionExpression="pk"):
-        keys = (item["pk"]["S"] for item in page.get("Items", []))
-        counts.update(k for k in keys if run_id is None or run_keys(run_id) in k)
+    for page in paginator.paginate(TableName=table, ProjectionExpression="pk, sk"):
+        for item in page.get("Items", []):
+            key = item["pk"]["S"]
+            if run_id is not None and run_keys(run_id) not in key:
+                continue
+            if scope is None or item["sk"]["S"].startswith(f"{scope}#"):
+                counts[key] += 1
     return LedgerCheck(
         expected=len(expected),
         executed_once=sum(1 for key in expected if counts[key] == 1),
@@ -136,6 +150,25 @@ def check_ledger(
         missing={k for k in expected if counts[k] == 0},
         unexpected=set(counts) - expected,
     )
+
+
+def failure_reason(message: dict[str, Any]) -> str:
+    """Why a message is in a DLQ: the layer's reason, else Lambda's (an on-failure record's
+    condition, or RetriesExhausted for an event with Lambda's DLQ attributes), else a redrive."""
+    attributes = message.get("MessageAttributes", {})
+    if reason := error_type(attributes):
+        return reason
+    if "RequestID" in attributes:
+        return RETRIES_EXHAUSTED
+    try:
+        record = json.loads(message.get("Body", ""))
+    except ValueError:
+        return REDRIVEN
+    context = record.get("requestContext") if isinstance(record, dict) else None
+    condition = context.get("condition") if isinstance(context, dict) else None
+    if isinstance(condition, str) and "requestPayload" in record:
+        return condition
+    return REDRIVEN
 
 
 def dead_letter_reasons(sqs: SQSClient, queue_url: str) -> Counter[str]:
@@ -153,7 +186,7 @@ def dead_letter_reasons(sqs: SQSClient, queue_url: str) -> Counter[str]:
         if not got:
             break
         for message in got:
-            reasons[error_type(message.get("MessageAttributes", {})) or REDRIVEN] += 1
+            reasons[failure_reason(dict(message))] += 1
             handles.append(message["ReceiptHandle"])
     for handle in handles:  # make them visible again: this was only a look
         sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)

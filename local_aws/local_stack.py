@@ -1,4 +1,5 @@
-"""The embedded local AWS: moto for SQS/CloudFormation/Lambda metadata, DynamoDB Local for tables.
+"""The embedded local AWS: moto for SQS/SNS/CloudFormation/Lambda metadata, DynamoDB Local for
+tables.
 
 The CDK app is deployed into moto as it would be into an account. The stack's tables are then
 mirrored into DynamoDB Local and every consumer's DynamoDB calls go there, because moto's
@@ -16,12 +17,15 @@ from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT
 from infra.apis import APIS
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import DEFAULT_STACK_NAME
+from infra.topics import TOPICS
 from local_aws.api_server import ApiBinding, discover_api_bindings
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.lifecycle import Lifecycle
 from local_aws.local_deploy import deploy
 from local_aws.moto_server import REGION, MotoServer, aws_env
 from local_aws.poller import FunctionBinding
+from local_aws.sns_delivery import RetryPolicy, SubscriberBinding
+from local_aws.sns_tap import discover_subscriber_bindings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -63,6 +67,7 @@ class LocalStack(Lifecycle):
     moto: MotoServer = field(default_factory=MotoServer)
     dynamodb: DynamoDBLocal = field(default_factory=DynamoDBLocal)
     outputs: dict[str, str] = field(default_factory=dict)
+    _subscribers: list[SubscriberBinding] | None = field(default=None, repr=False)
 
     def start(self) -> LocalStack:
         self.moto.start()
@@ -115,6 +120,22 @@ class LocalStack(Lifecycle):
 
     def api_bindings(self) -> list[ApiBinding]:
         return discover_api_bindings(self.client("lambda"), self.outputs, APIS)
+
+    def subscriber_bindings(self, retry: RetryPolicy | None = None) -> list[SubscriberBinding]:
+        """The topics' direct subscribers, each with a tap queue subscribed in its place (on
+        the first call; later calls return the same bindings). Call it before publishing:
+        a message published earlier never reaches the tap."""
+        if self._subscribers is None:
+            self._subscribers = discover_subscriber_bindings(
+                self.client("lambda"),
+                self.client("sns"),
+                self.sqs(),
+                self.outputs,
+                TOPICS,
+                stack=self.stack_name,
+                retry=retry or RetryPolicy.from_environment(),
+            )
+        return self._subscribers
 
 
 def discover_bindings(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -22,35 +21,21 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any
 
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from exactly_once_ops.status import queue_depth
-from local_aws.lifecycle import Lifecycle
+from local_aws.workers import Job, StopFlag, StopOrOrphaned, WorkerPool
+from local_aws.workers import redirect_output as redirect_output  # fault_injection's import
 
 if TYPE_CHECKING:
+    import multiprocessing as mp
     from multiprocessing.synchronize import Event as EventType
 
     from mypy_boto3_sqs import SQSClient
 
 POLL_WAIT_S = 1  # short long-polls, so workers notice a stop request quickly
-
-
-class StopFlag(Protocol):
-    def is_set(self) -> bool: ...
-
-
-class StopOrOrphaned:
-    """Set once the poller asks its workers to stop, or once the poller itself is gone
-    (killed outright, so nobody would ever ask): a worker must not outlive its poller."""
-
-    def __init__(self, stop: StopFlag, parent: int) -> None:
-        self._stop = stop
-        self._parent = parent
-
-    def is_set(self) -> bool:
-        return self._stop.is_set() or os.getppid() != self._parent
 
 
 @dataclass(frozen=True)
@@ -222,15 +207,6 @@ def invoke_once(
     return stats
 
 
-def redirect_output(log_path: str) -> None:
-    """Send this process's stdout and stderr (the function's logs and EMF) to a file."""
-    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-
-
 def worker_main(
     binding: FunctionBinding,
     aws_environment: dict[str, str],
@@ -267,7 +243,7 @@ def worker_main(
             time.sleep(0.5)
 
 
-class Poller(Lifecycle):
+class Poller(WorkerPool[BatchStats]):
     """Runs `workers` processes per function until stopped; counts their outcomes per consumer.
 
     `with Poller(...) as poller:` stops the workers however the block ends.
@@ -280,73 +256,29 @@ class Poller(Lifecycle):
         workers: int = 2,
         log_dir: Path | None = None,
     ) -> None:
+        super().__init__(log_dir)
         self.bindings = bindings
         self.aws_environment = aws_environment
         self.workers = workers
-        self.log_dir = log_dir  # None: workers share this process's stdout and stderr
-        # spawn, not fork: the parent holds boto3 clients and threads that must not be copied
-        self._ctx = mp.get_context("spawn")
-        self._stop = self._ctx.Event()
-        self._reports: mp.Queue[BatchStats] = self._ctx.Queue()
-        self.processes: list[mp.process.BaseProcess] = []
         self._labels = {b.function_name: b.label for b in bindings}
         self._totals: dict[str, Counter[str]] = {b.label: Counter() for b in bindings}
 
-    def start(self) -> Self:
-        try:
-            for binding in self.bindings:
-                for n in range(self.workers):
-                    log = (
-                        str(self.log_dir / f"{binding.function_name}-{n}.log")
-                        if self.log_dir
-                        else None
-                    )
-                    proc = self._ctx.Process(
-                        target=worker_main,
-                        args=(
-                            binding,
-                            self.aws_environment,
-                            self._stop,
-                            self._reports,
-                            log,
-                            os.getpid(),
-                        ),
-                        daemon=True,
-                    )
-                    proc.start()
-                    self.processes.append(proc)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def jobs(self) -> Iterable[Job]:
+        for binding in self.bindings:
+            for n in range(self.workers):
+                args = (binding, self.aws_environment)
+                yield worker_main, args, f"{binding.function_name}-{n}"
 
-    def collect(self) -> None:
-        """Fold the batch stats reported so far into the totals."""
-        while True:
-            try:
-                stats = self._reports.get_nowait()
-            except Exception:
-                return
-            total = self._totals.setdefault(
-                self._labels.get(stats.function_name, stats.function_name), Counter()
-            )
-            total.update(stats.outcomes)
-            total["received"] += stats.received
-            total["deleted"] += stats.deleted
-            total["delete_failures"] += stats.delete_failures
-            total["handler_crashes"] += stats.handler_crashes
-            total["takeovers"] += stats.takeovers
-
-    def stop(self, timeout_s: float = 15.0) -> None:
-        """Ask every worker to stop, kill those that do not within the timeout; idempotent."""
-        self._stop.set()
-        deadline = time.monotonic() + timeout_s
-        for proc in self.processes:
-            proc.join(max(0.1, deadline - time.monotonic()))
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        self.collect()
+    def fold(self, report: BatchStats) -> None:
+        total = self._totals.setdefault(
+            self._labels.get(report.function_name, report.function_name), Counter()
+        )
+        total.update(report.outcomes)
+        total["received"] += report.received
+        total["deleted"] += report.deleted
+        total["delete_failures"] += report.delete_failures
+        total["handler_crashes"] += report.handler_crashes
+        total["takeovers"] += report.takeovers
 
     def totals_by_consumer(self) -> dict[str, Counter[str]]:
         """Outcome counts and the poller's own counters, per consumer."""

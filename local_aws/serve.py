@@ -1,7 +1,9 @@
-"""The process behind `eonce up`: deploy the local stack, poll with its consumers, publish state.
+"""The process behind `eonce up`: deploy the local stack, poll with its consumers, deliver its
+topics to their Lambda subscribers, publish state.
 
 `python -m local_aws.serve --state-dir DIR` holds the state folder's lock, deploys, starts the
-poller, writes `up.json`, then the poller's counts to `up-stats.json` every second until
+poller and the SNS delivery, writes `up.json`, then their counts to `up-stats.json` every
+second until
 SIGTERM, SIGHUP or Ctrl-C; then it stops every child and removes both files. `run --keep`
 serves the same way in the foreground.
 """
@@ -33,6 +35,8 @@ from local_aws.local_stack import LocalStack
 from local_aws.moto_server import REGION, MotoServer
 from local_aws.poller import Poller, describe_bindings
 from local_aws.signals import terminate_on_signals
+from local_aws.sns_delivery import describe_subscribers
+from local_aws.sns_worker import SnsDelivery
 
 ERROR_LINE = re.compile(r"\b\w*Error\b:")
 SHELL_VARIABLES = (
@@ -67,18 +71,25 @@ def up_state(stack: LocalStack, poller: Poller, logs: dict[str, Path]) -> UpStat
     )
 
 
-def serve(paths: StatePaths, state: UpState, poller: Poller, interval_s: float = 1.0) -> None:
-    """Publish the state, then the poller's counts every interval, until interrupted.
+def serve(
+    paths: StatePaths,
+    state: UpState,
+    poller: Poller,
+    delivery: SnsDelivery | None = None,
+    interval_s: float = 1.0,
+) -> None:
+    """Publish the state, then the poller's and the delivery's counts every interval, until
+    interrupted.
 
     Returns on KeyboardInterrupt (which SIGTERM/SIGHUP become under `terminate_on_signals`);
     the state files are gone by then, the caller's `with` blocks stop the children.
     """
     try:
-        paths.write_stats(_stats(poller))
+        paths.write_stats(_stats(poller, delivery))
         paths.write_state(state)
         while True:
             time.sleep(interval_s)
-            paths.write_stats(_stats(poller))
+            paths.write_stats(_stats(poller, delivery))
     except KeyboardInterrupt:
         return
     finally:
@@ -87,8 +98,9 @@ def serve(paths: StatePaths, state: UpState, poller: Poller, interval_s: float =
 
 def start(
     paths: StatePaths, stack_name: str, workers: int, running: ExitStack
-) -> tuple[LocalStack, Poller, dict[str, Path]]:
-    """Deploy and start polling; `running` stops both, in reverse order, however it ends."""
+) -> tuple[LocalStack, Poller, SnsDelivery, dict[str, Path]]:
+    """Deploy, start polling and delivering; `running` stops them, in reverse order, however
+    it ends."""
     started = time.monotonic()
     _log(f"pid {os.getpid()}: starting moto and DynamoDB Local, deploying {stack_name}")
     logs = {
@@ -110,8 +122,28 @@ def start(
     )
     running.enter_context(poller)
     _log(f"poller: {workers} worker(s) per function ({describe_bindings(poller.bindings)})")
+    delivery = start_delivery(stack, workers, paths.function_logs, running, _log)
     start_apis(stack, paths.function_logs, running)
-    return stack, poller, logs
+    return stack, poller, delivery, logs
+
+
+def start_delivery(
+    stack: LocalStack,
+    workers: int,
+    log_dir: Path,
+    running: ExitStack,
+    say: Callable[[str], None],
+) -> SnsDelivery:
+    """Tap each topic for its direct subscribers and deliver to their code; `running` stops it.
+
+    The taps are subscribed here, before anything can be published to the topics."""
+    bindings = stack.subscriber_bindings()
+    delivery = running.enter_context(
+        SnsDelivery(bindings, stack.aws_environment, workers=workers, log_dir=log_dir)
+    )
+    if bindings:
+        say(f"SNS delivery: {workers} worker(s) per subscriber ({describe_subscribers(bindings)})")
+    return delivery
 
 
 def start_apis(
@@ -134,15 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local_aws.serve", description=__doc__)
     parser.add_argument("--state-dir", required=True, help="folder for up.json, stats and logs")
     parser.add_argument("--stack", default=DEFAULT_STACK, help="CloudFormation stack name")
-    parser.add_argument("--workers", type=int, default=2, help="poller processes per function")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="poller (and SNS delivery) processes per function"
+    )
     args = parser.parse_args(argv)
     paths = StatePaths(Path(args.state_dir).resolve())
     with terminate_on_signals(), ExitStack() as running:
         try:
             running.enter_context(StateLock(paths))
-            stack, poller, logs = start(paths, args.stack, args.workers, running)
+            stack, poller, delivery, logs = start(paths, args.stack, args.workers, running)
             _log("serving until SIGTERM (`eonce down`)")
-            serve(paths, up_state(stack, poller, logs), poller)
+            serve(paths, up_state(stack, poller, logs), poller, delivery)
             _log("stopping")
         except KeyboardInterrupt:
             _log("stopped while starting")
@@ -167,9 +201,14 @@ def one_line(exc: BaseException) -> str:
     return f"{lines[0]} {named[-1]}" if named else lines[0]
 
 
-def _stats(poller: Poller) -> UpStats:
+def _stats(poller: Poller, delivery: SnsDelivery | None) -> UpStats:
     counts = poller.totals_by_consumer()
-    return UpStats(updated_at=utc_now(), consumers={k: dict(v) for k, v in counts.items()})
+    subscribers = {} if delivery is None else delivery.totals_by_subscriber()
+    return UpStats(
+        updated_at=utc_now(),
+        consumers={k: dict(v) for k, v in counts.items()},
+        subscribers={k: dict(v) for k, v in subscribers.items()},
+    )
 
 
 def _log(message: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -10,6 +12,7 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner, Result
 
+from exactly_once import observability
 from exactly_once_cli.app import app
 from exactly_once_ops.targets import AwsTarget
 from tests.cli.support import REGION, Invoke, QueuePair, make_pair
@@ -80,3 +83,42 @@ def sqs_hooks(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[SQSClient]
         monkeypatch.setattr(AwsTarget, "sqs", patched)
 
     return install
+
+
+HANDLER_ENV = (
+    "IDEMPOTENCY_TABLE",
+    "LEDGER_TABLE",
+    "CONSUMER_SCOPE",
+    "SUBSCRIBER_SCOPE",
+    "DEAD_LETTER_QUEUE_URL",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_DYNAMODB",
+)
+
+
+@pytest.fixture
+def restored_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`invoke` sets the handler's variables in this process; undo them after each test."""
+    for name in HANDLER_ENV:
+        original = os.environ.get(name)
+        monkeypatch.setenv(name, original or "")  # registers the value to restore
+        if original is None:
+            monkeypatch.delenv(name)
+
+
+class CurrentStdout:
+    """Writes to whatever sys.stdout is now (each CliRunner run swaps it, then closes it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+@pytest.fixture
+def layer_logs_to_current_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layer's logger keeps the stream it was created with: the first run's, soon closed."""
+    monkeypatch.setattr(observability.logger().registered_handler, "stream", CurrentStdout())

@@ -18,6 +18,7 @@ from exactly_once_ops.sample_events import (
     sample_events,
     sqs_event,
 )
+from exactly_once_ops.sns_events import parse_envelope
 from tests.cli.support import Invoke
 
 if TYPE_CHECKING:
@@ -218,8 +219,9 @@ def test_sample_keys_do_not_collide_across_files() -> None:
     for name, event in sample_events().items():
         bodies: dict[str, str] = {}
         for record in event["Records"]:
+            envelope = parse_envelope(record["body"])  # SNS fan-out: the key is in the Message
             try:
-                body = json.loads(record["body"])
+                body = json.loads(envelope["Message"] if envelope else record["body"])
             except json.JSONDecodeError:
                 continue  # the poison sample has no key
             key = body.get("orderId") or body["paymentId"]

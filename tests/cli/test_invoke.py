@@ -21,7 +21,7 @@ import boto3
 import pytest
 from typer.testing import Result
 
-from exactly_once import IdempotencyStore, clients, observability
+from exactly_once import IdempotencyStore, clients
 from exactly_once_ops.sample_events import sqs_event
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.ports import free_port
@@ -35,42 +35,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = str(ROOT / "functions" / "orders")
 EVENTS = ROOT / "events"
-HANDLER_ENV = (
-    "IDEMPOTENCY_TABLE",
-    "LEDGER_TABLE",
-    "CONSUMER_SCOPE",
-    "DEAD_LETTER_QUEUE_URL",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_DYNAMODB",
-)
-
-
-@pytest.fixture(autouse=True)
-def restored_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`invoke` sets the handler's variables in this process; undo them after each test."""
-    for name in HANDLER_ENV:
-        original = os.environ.get(name)
-        monkeypatch.setenv(name, original or "")  # registers the value to restore
-        if original is None:
-            monkeypatch.delenv(name)
-
-
-class CurrentStdout:
-    """Writes to whatever sys.stdout is now (each CliRunner run swaps it, then closes it)."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-
-@pytest.fixture(autouse=True)
-def layer_logs_to_current_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The layer's logger keeps the stream it was created with: the first run's, soon closed."""
-    monkeypatch.setattr(observability.logger().registered_handler, "stream", CurrentStdout())
+pytestmark = pytest.mark.usefixtures("restored_environment", "layer_logs_to_current_stdout")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""End to end on the local stack: deploy the CDK app, poll, send, drain, check the ledger.
+"""End to end on the local stack: deploy the CDK app, poll, send, publish, drain, check the ledger.
 
 One stack per module (the deploy costs ~15 s); the CLI commands run against it too.
 """
@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from exactly_once import ErrorInfo, IdempotencyStore
 from exactly_once_cli.app import app
+from infra.topics import by_id as topic_by_id
 from local_aws.api_server import ApiServer
 from local_aws.api_workload import ApiWorkload, run_api_workload, summary
 from local_aws.demo import Workload
@@ -21,6 +22,9 @@ from local_aws.demo_report import build_report
 from local_aws.demo_workload import send_workload
 from local_aws.local_stack import LocalStack
 from local_aws.poller import Poller, wait_until_drained
+from local_aws.sns_report import build_topic_report, verdict
+from local_aws.sns_worker import SnsDelivery
+from local_aws.sns_workload import TopicWorkload, publish_topic_workload, topic_receivers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,3 +138,97 @@ def test_the_deployed_api_serves_idempotent_requests_through_the_local_gateway(
     assert report.ledger.executed_once == report.ledger.expected == 12
     assert report.statuses[201] == 12 * 4  # every client ends with the payment's response
     assert report.replays == 12 * 4 - 12  # ... of which one per key ran it
+
+
+def test_the_topic_reaches_its_subscriber_and_the_orders_queue_exactly_once(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """`make run`'s topic part: the same sale published twice and the same SNS message delivered
+    twice, to the Lambda subscriber (in-process, with Lambda's retries) and, through moto's
+    SQS subscription, to the orders consumer; each sale is in the ledger once per scope."""
+    subscribers = stack.subscriber_bindings()
+    (sales,) = subscribers
+    assert sales.subscriber == "SalesCounter"
+    assert sales.environment["SUBSCRIBER_SCOPE"] == "sales"
+    assert sales.dead_letter_queue_url == stack.outputs["SalesCounterDeadLetterQueueUrl"]
+    assert sales.retry.retries == 2
+    # moto cannot run the function: the tap took the Lambda subscription's place
+    sns = stack.client("sns")
+    protocols = [
+        s["Protocol"]
+        for s in sns.list_subscriptions_by_topic(TopicArn=stack.outputs["SalesTopicArn"])[
+            "Subscriptions"
+        ]
+    ]
+    assert sorted(protocols) == ["sqs", "sqs"]  # the orders queue and the tap
+    spec = topic_by_id("Sales")
+    workload = TopicWorkload(sales=30, redeliveries=4, transient_ratio=0.1, work_ms=5, seed=5)
+    env = stack.aws_environment
+    with (
+        Poller(stack.bindings(), env, workers=2, log_dir=tmp_path) as poller,
+        SnsDelivery(subscribers, env, workers=2, log_dir=tmp_path) as delivery,
+    ):
+        receivers = topic_receivers(spec, subscribers, poller.bindings, stack.outputs)
+        assert [(r.name, r.kind, r.scope) for r in receivers] == [
+            ("SalesCounter", "subscriber", "sales"),
+            ("Orders", "queue", "orders"),
+        ]
+        sent = publish_topic_workload(
+            sns, stack.sqs(), "Sales", stack.outputs["SalesTopicArn"], receivers, workload
+        )
+        urls = [r.delivery_url for r in receivers]
+        drained = wait_until_drained(stack.sqs(), urls, timeout_s=180)
+        delivery.stop()
+        poller.stop()
+        counts = {**poller.totals_by_consumer(), **delivery.totals_by_subscriber()}
+        report = build_topic_report(
+            stack.sqs(),
+            stack.ddb(),
+            stack.outputs["LedgerTableName"],
+            sent,
+            counts={k: dict(v) for k, v in counts.items()},
+            drained=drained,
+            elapsed_s=0,
+        )
+
+    assert (sent.published, sent.duplicates, sent.poison, sent.redelivered) == (30, 8, 1, 4)
+    assert report.ok, verdict(report)
+    assert verdict(report).startswith("TOPIC EXACTLY ONCE: 21/21 keys took effect once")
+    by_name = {r.receiver.name: r for r in report.receivers}
+    subscriber = by_name["SalesCounter"]
+    assert subscriber.counts is not None
+    assert subscriber.counts["delivered"] == 30 + 4
+    assert subscriber.counts["processed"] == 21
+    assert subscriber.counts["dead_lettered"] == 0  # nothing failed after its retries
+    assert subscriber.counts["malformed"] == 0
+    assert list(subscriber.dead_letters.values()) == [1]  # the poison, by the handler
+    assert by_name["Orders"].ledger.executed_once == 21
+    assert list(by_name["Orders"].dead_letters) == ["NonJsonBody"]
+
+
+def test_publish_and_invoke_a_topic_subscriber_through_the_cli(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    published = cli(
+        stack,
+        monkeypatch,
+        "publish",
+        "--topic",
+        "sales",
+        "--body",
+        '{"orderId": "cli-1"}',
+        "--stack",
+        "E2e",
+    )
+    assert "published" in published
+    event = str(ROOT / "events" / "sns-sale.json")
+    first = cli(stack, monkeypatch, "invoke", "salescounter", "-e", event, "--stack", "E2e")
+    again = cli(stack, monkeypatch, "invoke", "salescounter", "-e", event, "--stack", "E2e")
+    assert " processed " in first
+    assert " duplicate " in again  # the same SNS message delivered twice
+    ledger = stack.ddb().query(
+        TableName=stack.outputs["LedgerTableName"],
+        KeyConditionExpression="pk = :k",
+        ExpressionAttributeValues={":k": {"S": "o-5001"}},
+    )["Items"]
+    assert [item["sk"]["S"] for item in ledger] == ["sales#effect"]

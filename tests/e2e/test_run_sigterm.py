@@ -28,6 +28,7 @@ def test_sigterm_during_the_stay_up_phase_stops_every_child(tmp_path: Path) -> N
         "COLUMNS": "200",
     }
     args = ["--orders", "20", "--payments", "4", "--poison", "1", "--transient", "0"]
+    args += ["--sales", "12", "--redeliveries", "3"]
     proc = subprocess.Popen(
         [str(EONCE), "run", "--keep", *args],
         cwd=ROOT,
@@ -48,7 +49,8 @@ def test_sigterm_during_the_stay_up_phase_stops_every_child(tmp_path: Path) -> N
         children: set[ProcessId] = {p.id for p in descendants(proc.pid)}
         commands = [p.command for p in descendants(proc.pid)]
         assert "java" in commands
-        assert len(children) >= 1 + 1 + 4 + 1  # moto, java, 2x2 workers, resource tracker
+        # moto, java, 2x2 poller workers, 2 SNS delivery workers, resource tracker
+        assert len(children) >= 1 + 1 + 4 + 2 + 1
 
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
@@ -60,6 +62,10 @@ def test_sigterm_during_the_stay_up_phase_stops_every_child(tmp_path: Path) -> N
     assert proc.returncode == 0, err  # the report passed; SIGTERM ended the stay-up phase
     assert "EXACTLY ONCE" in out
     assert "API EXACTLY ONCE: 30/30 keys took effect once" in out
+    # 12 published: 1 poison, 3 the same sale again, so 8 sales, each once per subscriber
+    assert "TOPIC EXACTLY ONCE: 8/8 keys took effect once in each of SalesCounter (sales), " in out
+    assert "Orders (orders); 3 re-published and 3 redelivered message(s) suppressed" in out
+    assert "SalesCounter on Sales: 2 retries after 0.5s, 1s, timeout 3s" in out
     assert "Orders: batch 10, timeout 3s; Payments: batch 10, timeout 3s" in out
     assert "export AWS_DEFAULT_REGION=us-east-1" in out
     assert "leaked semaphore" not in err

@@ -243,6 +243,53 @@ def test_dead_letters_replay_and_heal(up: Up) -> None:
     assert ledger["Count"] == 1
 
 
+def test_a_published_sale_reaches_its_subscriber_and_the_orders_queue_once(up: Up) -> None:
+    """`publish`: moto fans each message out to the orders queue and to the subscriber's tap;
+    the same sale published again runs nowhere a second time."""
+    assert "(moto delivers to subscribed queues; salescounter run here (2 process(es) each))" in (
+        up.output
+    )
+    run = uuid.uuid4().hex[:6]
+    published = cli(
+        up,
+        "publish",
+        "--topic",
+        "sales",
+        "--count",
+        "6",
+        "--duplicates",
+        "0.3",
+        "--key-prefix",
+        f"up-sale-{run}-",
+        "--seed",
+        "1",
+    )
+    assert "published" in published
+    table = up.outputs("LedgerTableName")
+
+    def effects() -> list[str] | None:
+        items = up.client("dynamodb").scan(TableName=table)["Items"]
+        found = sorted(i["sk"]["S"] for i in items if i["pk"]["S"].startswith(f"up-sale-{run}-"))
+        return found if len(found) >= 8 else None
+
+    def delivered() -> dict[str, Any] | None:
+        document = json.loads(cli(up, "status", "--json"))
+        (sales,) = document["subscribers"]
+        return sales if sales["since_start"]["delivered"] >= 6 else None
+
+    # 4 sales (2 of the 6 publish one again): once under each scope
+    assert (
+        wait_until(effects, lambda: "no effects", bound_s=WAIT_S)
+        == ["orders#effect"] * 4 + ["sales#effect"] * 4
+    )
+    sales = wait_until(delivered, lambda: "not delivered", bound_s=WAIT_S)
+    assert sales["subscriber"] == "salescounter"
+    assert sales["since_start"]["processed"] == 4
+    assert sales["since_start"]["duplicate"] == 2
+    assert sales["dead_letters"]["visible"] == 0
+    assert "salescounter (SNS)" in cli(up, "status")
+
+
 def test_workload_and_report_check_the_ledger(up: Up) -> None:
     sent = cli(
         up, "workload", "--orders", "30", "--payments", "6", "--poison", "1", "--transient", "0"

@@ -64,3 +64,28 @@ def test_depths_and_pending_records_per_consumer(
     assert payments.dead_letters == QueueDepth(0, 0, 0)  # no DLQ output
     assert (payments.in_progress, payments.failed) == (0, 1)
     assert not status.pending_capped
+
+
+class SubscriberLambda:
+    def get_function_configuration(self, FunctionName: str) -> Any:
+        return {"Environment": {"Variables": {"SUBSCRIBER_SCOPE": f"scope-of-{FunctionName}"}}}
+
+
+def test_a_topic_subscriber_shows_its_dlq_and_pending_records(
+    ddb: Any, fresh_idempotency_table: str, clock: FakeClock
+) -> None:
+    store = IdempotencyStore(fresh_idempotency_table, client=ddb, clock=clock)
+    assert store.acquire("scope-of-sales-fn", "s-1", lease_ms=60_000, owner="w:1").acquired
+    outputs = {
+        **OUTPUTS,
+        "SalesTopicArn": "arn:aws:sns:us-east-1:123456789012:sales",
+        "SalesCounterFunctionName": "sales-fn",
+        "SalesCounterDeadLetterQueueUrl": "q/orders-dlq",  # depths (3, 0, 0)
+        "PaymentsApiFunctionName": "api-fn",  # an API: a function without a DLQ
+    }
+    status = stack_status(FakeSqs(), SubscriberLambda(), store, outputs)  # type: ignore[arg-type]
+    assert [c.consumer for c in status.consumers] == ["orders", "payments"]
+    (sales,) = status.subscribers
+    assert (sales.subscriber, sales.scope) == ("salescounter", "scope-of-sales-fn")
+    assert sales.dead_letters == QueueDepth(visible=3, in_flight=0, delayed=0)
+    assert (sales.in_progress, sales.failed) == (1, 0)
