@@ -27,6 +27,8 @@ from exactly_once_cdk.consumer import IdempotentConsumer
 SNS_PRINCIPAL = "sns.amazonaws.com"
 
 
+SNS_ENVELOPE = "SNS_ENVELOPE"  # the consumer setting (exactly_once.config) it turns on
+
 class IdempotentTopic(Construct):
     """A standard topic encrypted with a customer-managed key (rotated), refusing non-TLS
     requests, with an alarm when SNS gives up delivering to a subscriber.
@@ -127,6 +129,10 @@ class IdempotentTopic(Construct):
                 f"{self.name}: {consumer.name}'s queue is FIFO, and SNS delivers to FIFO queues "
                 "only from FIFO topics"
             )
+        # The consumer reads the notification inside an envelope (the library's default is
+        # off, so that a queue never starts unwrapping by surprise); with raw delivery there is
+        # none, and auto leaves a raw body as it is.
+        consumer.function.add_environment(SNS_ENVELOPE, "auto")
         if not inline:
             subscription = self.topic.add_subscription(
                 subscriptions.SqsSubscription(

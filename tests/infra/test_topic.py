@@ -187,6 +187,13 @@ class TestTopic:
         assert subscription["DependsOn"] == [policy_id]
         assert default_synth.props("AWS::SQS::Queue", "OrdersQueue")["SqsManagedSseEnabled"]
 
+    def test_a_subscribed_queues_consumer_unwraps_envelopes(self, default_synth: Synth) -> None:
+        """The library's default is off; the construct turns it on where SNS delivers."""
+        orders = default_synth.props("AWS::Lambda::Function", "OrdersFunction")
+        payments = default_synth.props("AWS::Lambda::Function", "PaymentsFunction")
+        assert orders["Environment"]["Variables"]["SNS_ENVELOPE"] == "auto"
+        assert "SNS_ENVELOPE" not in payments["Environment"]["Variables"]
+
     def test_no_other_queue_is_subscribed(self, default_synth: Synth) -> None:
         queue_id, _ = default_synth.resource("AWS::SQS::Queue", "PaymentsQueue")
         assert len(queue_policy_statements(default_synth, queue_id)) == 1  # the TLS deny

@@ -63,7 +63,7 @@ def test_the_envelope_is_unwrapped_for_a_body_key(
     (record,) = delivered(sqs, url)
     assert json.loads(record["body"])["Type"] == "Notification"  # an envelope, as SNS sends
     seen: list[Any] = []
-    consumer = make_consumer(lambda body, ctx: seen.append((body, ctx.key)))
+    consumer = make_consumer(lambda body, ctx: seen.append((body, ctx.key)), sns_envelope="auto")
     assert consumer(event(record), lambda_context()) == {"batchItemFailures": []}
     assert seen == [({"orderId": "o-1", "amount": 3}, "o-1")]
 
@@ -81,7 +81,7 @@ def test_one_sns_message_delivered_twice_to_the_queue_runs_once(
     (record,) = delivered(sqs, url)
     again = {**record, "messageId": str(uuid.uuid4())}  # SNS delivered it a second time
     ran: list[str] = []
-    consumer = make_consumer(lambda body, ctx: ran.append(ctx.key), key=None)
+    consumer = make_consumer(lambda body, ctx: ran.append(ctx.key), key=None, sns_envelope="auto")
     consumer(event(record, again), lambda_context())
     assert [r.outcome for r in consumer.last_results] == [Outcome.PROCESSED, Outcome.DUPLICATE]
     assert ran == [published]
@@ -101,7 +101,9 @@ def test_raw_delivery_keeps_sns_attributes_as_sqs_attributes(
     (record,) = records
     assert json.loads(record["body"]) == {"amount": 2}  # the message itself, no envelope
     seen: list[Any] = []
-    consumer = make_consumer(lambda body, ctx: seen.append((body, ctx.key)), key="attribute:saleId")
+    consumer = make_consumer(
+        lambda body, ctx: seen.append((body, ctx.key)), key="attribute:saleId", sns_envelope="auto"
+    )
     consumer(event(*records, {**record, "messageId": str(uuid.uuid4())}), lambda_context())
     assert seen == [({"amount": 2}, "raw-1")]
 
@@ -117,7 +119,10 @@ def test_an_sns_attribute_inside_an_envelope_is_a_key_too(
     )
     seen: list[Any] = []
     consumer = make_consumer(
-        lambda body, ctx: seen.append((body, ctx.key)), key="attribute:saleId", raw_body=True
+        lambda body, ctx: seen.append((body, ctx.key)),
+        key="attribute:saleId",
+        raw_body=True,
+        sns_envelope="auto",
     )
     consumer(event(*delivered(sqs, url)), lambda_context())
     assert seen == [("plain text, not JSON", "env-attr")]
@@ -164,9 +169,35 @@ def test_a_look_alike_body_is_not_unwrapped(
     make_consumer: MakeConsumer, look_alike: dict[str, Any]
 ) -> None:
     seen: list[Any] = []
-    consumer = make_consumer(lambda body, ctx: seen.append(body), key=None)
+    consumer = make_consumer(lambda body, ctx: seen.append(body), key=None, sns_envelope="auto")
     consumer(event(sqs_record(look_alike)), lambda_context())
     assert seen == [look_alike]
+
+
+def test_by_default_an_envelope_is_a_plain_body(
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer
+) -> None:
+    """Off unless asked: a consumer upgraded onto this version keys its messages as before
+    (the construct turns it on for the queues it subscribes to a topic)."""
+    topic, url = subscribed_queue(sns, sqs, raw=False)
+    sns.publish(TopicArn=topic, Message=json.dumps({"orderId": "inner"}))
+    (record,) = delivered(sqs, url)
+    seen: list[Any] = []
+    consumer = make_consumer(lambda body, ctx: seen.append((body["Type"], ctx.key)), key=None)
+    consumer(event(record), lambda_context())
+    assert seen == [("Notification", record["messageId"])]
+
+
+@pytest.mark.parametrize("mode", ["AUTO", " Auto "])
+def test_the_mode_is_read_in_any_case(
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer, mode: str
+) -> None:
+    topic, url = subscribed_queue(sns, sqs, raw=False)
+    sns.publish(TopicArn=topic, Message=json.dumps({"orderId": "cased"}))
+    seen: list[str] = []
+    consumer = make_consumer(lambda body, ctx: seen.append(ctx.key), sns_envelope=mode)
+    consumer(event(*delivered(sqs, url)), lambda_context())
+    assert seen == ["cased"]
 
 
 def test_a_bad_envelope_mode_fails_every_record_without_losing_one(
@@ -185,7 +216,7 @@ def test_a_dead_lettered_envelope_keeps_its_envelope_for_a_replay(
     topic, url = subscribed_queue(sns, sqs, raw=False)
     sns.publish(TopicArn=topic, Message=json.dumps({"amount": 1}))  # no orderId
     (record,) = delivered(sqs, url)
-    consumer = make_consumer(lambda body, ctx: None)
+    consumer = make_consumer(lambda body, ctx: None, sns_envelope="auto")
     consumer(event(record), lambda_context())
     (letter,) = drain(sqs, queues.dlq_url)
     assert letter["Body"] == record["body"]  # as delivered: a replay is read the same way

@@ -194,6 +194,7 @@ class StoreMachine(RuleBasedStateMachine):
             scope=self.scope,
             dead_letter_queue_url="https://sqs.local/123456789012/dlq",
             fingerprint=False,
+            sns_envelope="auto",
             block_takeover=block,
             record_ttl_s=TTL_S,
             failed_ttl_s=TTL_S,

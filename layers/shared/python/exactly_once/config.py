@@ -46,7 +46,10 @@ class ConsumerConfig:
     record_ttl_s: int = 15 * 86_400
     failed_ttl_s: int = 30 * 86_400
     result_cap_bytes: int = 64 * 1024
-    sns_envelope: str = "auto"  # see sns_messages.ENVELOPE_MODES
+    # See sns_messages.ENVELOPE_MODES. Off unless asked: switching it on changes the key of a
+    # queue that already receives envelopes (key=None becomes the SNS MessageId), so a message
+    # in flight across the upgrade could run again. IdempotentTopic.subscribe_queue sets auto.
+    sns_envelope: str = "off"
 
     def margin_for(self, budget_ms: float) -> float:
         """How close to the deadline a record may still start.
@@ -72,11 +75,13 @@ class ConsumerConfig:
             "dead_letter_queue_url": os.environ.get("DEAD_LETTER_QUEUE_URL") or None,
             "concurrency": env_int("BATCH_CONCURRENCY", 10),
             "deadline_margin_ms": env_int("DEADLINE_MARGIN_MS", 0) or None,
-            "sns_envelope": (os.environ.get("SNS_ENVELOPE") or "auto").strip().lower(),
+            "sns_envelope": os.environ.get("SNS_ENVELOPE") or "off",
         }
         if "fingerprint_fields" in given:
             given["fingerprint_fields"] = tuple(given["fingerprint_fields"])
-        config = cls(**{**defaults, **given})
+        merged = {**defaults, **given}
+        merged["sns_envelope"] = str(merged["sns_envelope"]).strip().lower()
+        config = cls(**merged)
         if config.concurrency < 1:
             raise ConfigurationError("concurrency must be at least 1")
         if config.sns_envelope not in ("auto", "on", "off"):

@@ -91,9 +91,10 @@ def sqs_consumer(
 
     `key`: a dotted body path ("order.id"), "attribute:Name", a callable taking the raw record,
     or None for the messageId. Prefer a business key: a DLQ replay gives a new messageId.
-    `sns_envelope` (SNS_ENVELOPE): "auto" (default) reads the notification inside a body that
-    is an SNS envelope (a topic subscription without raw delivery): the key and the body come
-    from it, and None means the SNS MessageId; "on" requires one; "off" never looks.
+    `sns_envelope` (SNS_ENVELOPE): "auto" reads the notification inside a body that is an SNS
+    envelope (a topic subscription without raw delivery): the key and the body come from it,
+    and None means the SNS MessageId; "on" requires one; "off" (default) never looks. The CDK
+    construct sets "auto" on the queues it subscribes to a topic.
     Keyword arguments override the environment (IDEMPOTENCY_TABLE, CONSUMER_SCOPE,
     DEAD_LETTER_QUEUE_URL, BATCH_CONCURRENCY, BLOCK_EXPIRED_LEASES, ...).
     """

@@ -1,25 +1,27 @@
 """Structured logs and EMF metrics through Powertools, created on first use.
 
 Powertools Logger and Metrics are the well-kept way to get JSON logs and CloudWatch metrics
-without API calls. Per-record keys go in `extra=` (thread-safe), and metrics are added once per
-batch from the invoking thread, because the Metrics store is shared and not meant for threads.
+without API calls. Per-record keys go in `extra=` (thread-safe). Outcome counts go out once per
+batch or request; lock events (`Started`, `Finished`) at once, from whichever thread took the
+lock, so every document is built in its own EphemeralMetrics and written as one line.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import threading
 from typing import TYPE_CHECKING
 
 from exactly_once.outcomes import Outcome, RecordResult
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools import Logger
 
 NAMESPACE_DEFAULT = "ExactlyOnce"
 _logger: Logger | None = None
-_metrics: Metrics | None = None
-_metrics_lock = threading.Lock()  # one process may run invocations on several threads (tests)
+_write_lock = threading.Lock()  # metric lines come from the batch's threads too
 
 METRIC_NAMES = {
     Outcome.PROCESSED: "Processed",
@@ -43,17 +45,6 @@ def logger() -> Logger:
     return _logger
 
 
-def _metrics_instance() -> Metrics:
-    global _metrics
-    if _metrics is None:
-        from aws_lambda_powertools import Metrics
-
-        _metrics = Metrics(
-            namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT)
-        )
-    return _metrics
-
-
 def emit_batch_metrics(
     scope: str, results: list[RecordResult], dimension: str = "consumer"
 ) -> None:
@@ -70,37 +61,47 @@ def emit_batch_metrics(
 
 
 def count_lock_event(name: str, scope: str) -> None:
-    """One EMF document at once (`Started`, `Finished`), dimensioned by scope.
+    """One EMF document at once (`Started`, `Finished`), dimensioned by scope alone.
 
     Not batched like the outcome counts: a lock taken by a process that dies before its batch
     ends must still be counted, or "started minus finished" could never show the lost work.
-    Never raises: a metric must not cost the work. Outside Lambda, POWERTOOLS_METRICS_DISABLED
-    silences it.
+    No `service` dimension: the stack's alarm reads exactly [scope]. Never raises: a metric
+    must not cost the work. Outside Lambda, POWERTOOLS_METRICS_DISABLED silences it.
     """
     try:
-        from aws_lambda_powertools.metrics import MetricUnit, single_metric
-        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
-        if is_metrics_disabled():  # single_metric does not check it (Metrics does)
-            return
-        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT)
-        with single_metric(
-            name=name, unit=MetricUnit.Count, value=1, namespace=namespace
-        ) as metric:
-            metric.service = ""  # falsy: no `service` dimension, as the stack's alarm reads [scope]
-            metric.add_dimension(name="scope", value=scope)
+        _emit({"scope": scope}, {name: 1}, service=False)
     except Exception:
         logger().exception("could not emit a lock metric", extra={"metric": name})
 
 
 def emit_counts(dimension: str, value: str, counts: dict[str, int]) -> None:
     """One EMF document with the non-zero counts, under one dimension (consumer, api)."""
-    from aws_lambda_powertools.metrics import MetricUnit
+    _emit({dimension: value}, counts, service=True)
 
-    with _metrics_lock:
-        metrics = _metrics_instance()
-        metrics.add_dimension(name=dimension, value=value)
-        for name, count in counts.items():
-            if count:
-                metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
-        metrics.flush_metrics()
+
+def _emit(dimensions: dict[str, str], counts: dict[str, int], *, service: bool) -> None:
+    """Powertools builds the document; we write it as ONE line in ONE write.
+
+    Powertools prints the JSON and its newline as two writes, and the Lambda runtime flushes
+    after each, so two of a batch's threads (lock events come from the record threads) could
+    share a line, and CloudWatch would drop both documents. EphemeralMetrics keeps no shared
+    state, so building needs no lock; only the write is serialised.
+    """
+    from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    counts = {name: count for name, count in counts.items() if count}
+    if not counts or is_metrics_disabled():
+        return
+    metrics = EphemeralMetrics(
+        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT)
+    )
+    if not service:
+        metrics.service = ""  # falsy: Powertools then adds no `service` dimension
+    for name, text in dimensions.items():
+        metrics.add_dimension(name=name, value=text)
+    for name, count in counts.items():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
+    line = json.dumps(metrics.serialize_metric_set(), separators=(",", ":")) + "\n"
+    with _write_lock:
+        sys.stdout.write(line)
