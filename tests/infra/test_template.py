@@ -305,11 +305,16 @@ class TestLayerAndFunctions:
             assert log_group["DeletionPolicy"] == "Retain"
 
     @pytest.mark.parametrize(
-        ("cid", "scope", "block"), [("Orders", "orders", "false"), ("Payments", "payments", "true")]
+        ("cid", "scope", "block", "envelope"),
+        [
+            ("Orders", "orders", "false", {"SNS_ENVELOPE": "auto"}),
+            ("Payments", "payments", "true", {}),
+        ],
     )
     def test_consumer_environment(
-        self, default_synth: Synth, cid: str, scope: str, block: str
+        self, default_synth: Synth, cid: str, scope: str, block: str, envelope: dict[str, str]
     ) -> None:
+        """`envelope`: a queue subscribed to a topic unwraps SNS envelopes (infra/topics.py)."""
         env = default_synth.props("AWS::Lambda::Function", f"{cid}Function")["Environment"]
         variables = env["Variables"]
         idem_id, _ = default_synth.resource("AWS::DynamoDB::Table", "TablesIdempotency")
@@ -324,6 +329,7 @@ class TestLayerAndFunctions:
             "POWERTOOLS_METRICS_NAMESPACE": "ExactlyOnce",
             "LEASE_MARGIN_MS": "5000",
             "BLOCK_EXPIRED_LEASES": block,
+            **envelope,
         }
 
 
