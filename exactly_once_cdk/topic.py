@@ -29,6 +29,7 @@ SNS_PRINCIPAL = "sns.amazonaws.com"
 
 SNS_ENVELOPE = "SNS_ENVELOPE"  # the consumer setting (exactly_once.config) it turns on
 
+
 class IdempotentTopic(Construct):
     """A standard topic encrypted with a customer-managed key (rotated), refusing non-TLS
     requests, with an alarm when SNS gives up delivering to a subscriber.

@@ -13,6 +13,10 @@ of a group at once. Messages that stay in the DLQ (not matching, failed, a dry r
 held in flight during the run, so after the first sweep each group whose head stays is released
 on its own and received again until its head stops moving; a head of 10 messages that all stay
 hides the rest of the group, which the report says (`blocked_groups`, `unexamined`).
+
+Reading the DLQ (`DeadLetterReader`: receive, hold, delete only what was replayed, release the
+rest) and the run around it (`DeadLetterReplay`) are shared with the topic subscriber's replay
+(subscriber_replay.py), which invokes a function where this module sends to a queue.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ import hashlib
 import json
 import re
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -92,15 +97,21 @@ class MessageFilter:
 
 
 @dataclass(frozen=True)
-class CopyOptions:
-    """How a copy-mode replay behaves; see the `replay copy` help for each option."""
+class SweepOptions:
+    """What every replay out of a DLQ takes: how many, how fast, how long to hold a message."""
 
     limit: int | None = None
-    rate: float | None = None
-    keep: bool = False
     dry_run: bool = False
+    rate: float | None = None
     visibility_timeout: int = 60
     wait_seconds: int = 2
+
+
+@dataclass(frozen=True)
+class CopyOptions(SweepOptions):
+    """How a copy-mode replay behaves; see the `replay copy` help for each option."""
+
+    keep: bool = False
     keep_dedup_id: bool = False
 
 
@@ -115,31 +126,37 @@ class ReplayFailure:
 
 
 @dataclass
-class CopyReport:
-    moved: list[str] = field(default_factory=list)
-    """Original messageIds that were sent to the destination (and deleted, unless kept)."""
+class DlqRunReport:
+    """What any replay run out of a DLQ counts (see `DeadLetterReader`)."""
+
     deleted: int = 0
     skipped: int = 0
     """Messages the filter did not match."""
     failures: list[ReplayFailure] = field(default_factory=list)
     previews: list[dict[str, Any]] = field(default_factory=list)
-    """Dry run: what would have moved."""
+    """Dry run: what would have been replayed."""
     release_failures: int = 0
     examined: int = 0
     """Distinct messages received and looked at."""
     returned: int = 0
-    """Messages this run sent that failed again and came back to the DLQ: left for later."""
-    held_back: int = 0
-    """FIFO: matching messages seen after a failed one of their group, left in the DLQ."""
+    """Messages this run replayed that failed again and came back to the DLQ: left for later."""
     limit_reached: bool = False
-    blocked_groups: list[str] = field(default_factory=list)
-    """FIFO groups whose first 10 messages all stay in the DLQ, hiding any later ones."""
-    stopped_groups: list[str] = field(default_factory=list)
-    """FIFO groups with a failed send: the rest of each stays, so that nothing overtakes it."""
     left_in_dlq: int | None = None
     """Messages in the DLQ when the run ended (SQS's approximate count; None if unreadable)."""
     unexamined: int | None = None
     """Of those, how many this run never received (None if the count was unreadable)."""
+
+
+@dataclass
+class CopyReport(DlqRunReport):
+    moved: list[str] = field(default_factory=list)
+    """Original messageIds that were sent to the destination (and deleted, unless kept)."""
+    held_back: int = 0
+    """FIFO: matching messages seen after a failed one of their group, left in the DLQ."""
+    blocked_groups: list[str] = field(default_factory=list)
+    """FIFO groups whose first 10 messages all stay in the DLQ, hiding any later ones."""
+    stopped_groups: list[str] = field(default_factory=list)
+    """FIFO groups with a failed send: the rest of each stays, so that nothing overtakes it."""
 
     @property
     def hidden(self) -> int | None:
@@ -325,7 +342,203 @@ class _Held:
         return failed
 
 
-class CopyReplay:
+class DeadLetterReader:
+    """Reads a DLQ for a replay: receives, holds what it received invisible until it is
+    deleted or released, and knows which messages it has already seen.
+
+    Shared by copy mode and the subscriber replay: both delete a message only after its
+    replay was confirmed, and release everything else when the run ends, however it ends.
+    """
+
+    def __init__(
+        self, sqs: SQSClient, dlq_url: str, *, visibility_timeout: int, wait_seconds: int
+    ) -> None:
+        self.sqs = sqs
+        self.dlq_url = dlq_url
+        self.visibility_timeout = visibility_timeout
+        self.wait_seconds = wait_seconds
+        self.held = _Held()
+        self.seen: set[str] = set()
+        self.deleted: set[str] = set()
+
+    def sweep(
+        self,
+        take: Callable[[list[MessageTypeDef]], list[MessageTypeDef]],
+        batch_size: Callable[[], int],
+    ) -> None:
+        """Receive until SQS has nothing visible left to give, or `batch_size` says 0.
+
+        `take` handles a receive and returns what was new in it.
+        """
+        empty_to_end = 1 if self.wait_seconds > 0 else SHORT_POLL_EMPTY_RECEIVES
+        empty = stale = 0
+        while (wanted := batch_size()) > 0:
+            messages = self.receive(wanted)
+            if not messages:
+                empty += 1
+                if empty >= empty_to_end:
+                    return
+                continue
+            empty = 0
+            if take(messages):
+                stale = 0
+            else:  # held messages whose visibility ran out: don't go round in circles
+                stale += 1
+                if stale >= STALE_POLLS_BEFORE_STOP:
+                    return
+
+    def receive(self, wanted: int) -> list[MessageTypeDef]:
+        response = self.sqs.receive_message(
+            QueueUrl=self.dlq_url,
+            MaxNumberOfMessages=wanted,
+            WaitTimeSeconds=self.wait_seconds,
+            VisibilityTimeout=self.visibility_timeout,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        )
+        return response.get("Messages", [])
+
+    def fresh(self, messages: list[MessageTypeDef]) -> list[MessageTypeDef]:
+        """Hold what was received; returns the messages not seen before (now seen).
+
+        Every received message stays held until it is deleted, so whatever ends the run
+        (an error, Ctrl-C) leaves nothing invisible behind.
+        """
+        for message in messages:
+            self.held.hold(message)
+        new = [m for m in messages if m["MessageId"] not in self.seen]
+        self.seen.update(m["MessageId"] for m in new)
+        return new
+
+    def delete(self, messages: list[MessageTypeDef], done: str) -> tuple[int, list[ReplayFailure]]:
+        """Delete replayed messages; (how many went, the failures). A failed delete leaves the
+        message held (visible again at the end): it will be replayed again, which `done`
+        (what already happened to it, e.g. "sent to the destination") tells the reader.
+        """
+        if not messages:
+            return 0, []
+        by_id = {str(i): message for i, message in enumerate(messages)}
+        try:
+            response = self.sqs.delete_message_batch(
+                QueueUrl=self.dlq_url,
+                Entries=[{"Id": i, "ReceiptHandle": self._receipt(m)} for i, m in by_id.items()],
+            )
+        except ClientError as exc:  # the replays happened: report them rather than abort
+            error = exc.response.get("Error", {})
+            failed = [
+                {"Id": i, "Code": error.get("Code", "ClientError"), "Message": str(exc)}
+                for i in by_id
+            ]
+            done_ids: list[str] = []
+        else:
+            done_ids = [ok["Id"] for ok in response.get("Successful", [])]
+            failed = [
+                {"Id": bad["Id"], "Code": bad["Code"], "Message": bad.get("Message", "")}
+                for bad in response.get("Failed", [])
+            ]
+        for entry_id in done_ids:
+            message_id = by_id[entry_id]["MessageId"]
+            self.deleted.add(message_id)
+            self.held.forget(message_id)
+        failures = [
+            ReplayFailure(
+                by_id[bad["Id"]]["MessageId"],
+                "delete",
+                bad["Code"],
+                f"{done} but still in the DLQ: {bad['Message']}",
+            )
+            for bad in failed
+        ]
+        return len(done_ids), failures
+
+    def _receipt(self, message: MessageTypeDef) -> str:
+        """The newest receipt handle: a slow run may have received the message again."""
+        return self.held.messages.get(message["MessageId"], message)["ReceiptHandle"]
+
+    def release(self, group: str | None = None) -> int:
+        """Make held messages (all, or one FIFO group's) visible again; how many failed."""
+        return self.held.release(self.sqs, self.dlq_url, group)
+
+    def finish(self, report: DlqRunReport) -> None:
+        """End a run: make every held message visible again, then count what is left.
+
+        Never raises, so it can run after an error or Ctrl-C without hiding it.
+        """
+        report.release_failures += self.release()
+        depth = queue_depth(self.sqs, self.dlq_url)
+        report.left_in_dlq = depth
+        if depth is not None:
+            report.unexamined = max(0, depth - len(self.seen - self.deleted))
+
+
+ReportT = TypeVar("ReportT", bound=DlqRunReport)
+
+
+class DeadLetterReplay(ABC, Generic[ReportT]):
+    """What every replay out of a DLQ does around its own `_handle`: sweep the DLQ once,
+    hand each new message over, stop at `limit` matched, and end, however it ends, by
+    releasing what stays and counting what is left."""
+
+    def __init__(
+        self, sqs: SQSClient, dlq_url: str, report: ReportT, options: SweepOptions
+    ) -> None:
+        self.sqs = sqs
+        self.dlq_url = dlq_url
+        self.report = report
+        self.limit = options.limit
+        self.pacer = Pacer(options.rate)
+        self.reader = DeadLetterReader(
+            sqs,
+            dlq_url,
+            visibility_timeout=options.visibility_timeout,
+            wait_seconds=options.wait_seconds,
+        )
+        self.on_progress: Callable[[ReportT], None] | None = None
+        self._matched = 0
+
+    def run(self, on_progress: Callable[[ReportT], None] | None = None) -> ReportT:
+        """Sweep the DLQ until it is exhausted or the limit is hit, then `_after_sweep`.
+
+        Whatever happens (an error, Ctrl-C), every message not deleted is made visible again
+        and `report.left_in_dlq` is filled in before the exception goes on.
+        """
+        self.on_progress = on_progress
+        try:
+            self.reader.sweep(self._take, self._batch_size)
+            self._after_sweep()
+        finally:
+            self.report.limit_reached = self._limit_reached()
+            self.reader.finish(self.report)
+        return self.report
+
+    def _after_sweep(self) -> None:
+        """Nothing by default (copy mode reaches what hides behind FIFO group heads)."""
+
+    def _batch_size(self) -> int:
+        """How many messages to receive next: up to 10, and 0 once `limit` were matched."""
+        if self.limit is None:
+            return MAX_BATCH
+        return max(0, min(MAX_BATCH, self.limit - self._matched))
+
+    def _limit_reached(self) -> bool:
+        return self._batch_size() == 0
+
+    def _take(self, messages: list[MessageTypeDef]) -> list[MessageTypeDef]:
+        """Hold what was received and handle what is new; returns the new messages."""
+        fresh = self.reader.fresh(messages)
+        if fresh:
+            self.report.examined += len(fresh)
+            self._handle(fresh)
+            if self.on_progress is not None:
+                self.on_progress(self.report)
+        return fresh
+
+    @abstractmethod
+    def _handle(self, messages: list[MessageTypeDef]) -> None:
+        """Replay (or preview, or skip) messages received for the first time."""
+
+
+class CopyReplay(DeadLetterReplay[CopyReport]):
     """One copy-mode run from `dlq_url` to `destination_url`."""
 
     def __init__(
@@ -338,65 +551,19 @@ class CopyReplay:
         options: CopyOptions,
         fifo_destination: bool,
         backup: BackupFile | None = None,
-        on_progress: Callable[[CopyReport], None] | None = None,
     ) -> None:
-        self.sqs = sqs
-        self.dlq_url = dlq_url
+        super().__init__(sqs, dlq_url, CopyReport(), options)
         self.destination_url = destination_url
         self.filter = message_filter
         self.options = options
         self.fifo_destination = fifo_destination
         self.backup = backup
-        self.on_progress = on_progress
-        self.report = CopyReport()
-        self.pacer = Pacer(options.rate)
         self._fifo_dlq = is_fifo(dlq_url)
-        self._held = _Held()
-        self._seen: set[str] = set()
-        self._deleted: set[str] = set()
-        self._matched = 0
         self._sent_ids: set[str] = set()
 
-    def run(self) -> CopyReport:
-        """Sweep the DLQ until it is exhausted or the limit is hit; for FIFO, then each group.
-
-        Whatever happens (an error, Ctrl-C), every message not deleted is made visible again
-        and `report.left_in_dlq` is filled in before the exception goes on.
-        """
-        try:
-            self._sweep()
-            if self._fifo_dlq:
-                self._advance_groups()
-        finally:
-            self.report.release_failures += self._held.release(self.sqs, self.dlq_url)
-            self.report.limit_reached = self._limit_reached()
-            self._count_leftovers()
-        return self.report
-
-    def _limit_reached(self) -> bool:
-        return self.options.limit is not None and self._matched >= self.options.limit
-
-    def _sweep(self) -> None:
-        """Receive until SQS has nothing visible left to give (or the limit is hit)."""
-        empty_to_end = 1 if self.options.wait_seconds > 0 else SHORT_POLL_EMPTY_RECEIVES
-        empty = stale = 0
-        while not self._limit_reached():
-            wanted = MAX_BATCH
-            if self.options.limit is not None:
-                wanted = max(1, min(MAX_BATCH, self.options.limit - self._matched))
-            messages = self._receive(wanted)
-            if not messages:
-                empty += 1
-                if empty >= empty_to_end:
-                    return
-                continue
-            empty = 0
-            if self._take(messages):
-                stale = 0
-            else:  # held messages whose visibility ran out: don't go round in circles
-                stale += 1
-                if stale >= STALE_POLLS_BEFORE_STOP:
-                    return
+    def _after_sweep(self) -> None:
+        if self._fifo_dlq:
+            self._advance_groups()
 
     def _advance_groups(self) -> None:
         """FIFO: reach what sits behind the messages that stay at the head of each group.
@@ -406,7 +573,7 @@ class CopyReplay:
         """
         done: set[str] = set()
         while not self._limit_reached():
-            pending = [g for g in self._held.groups() if g not in done]
+            pending = [g for g in self.reader.held.groups() if g not in done]
             if not pending:
                 return
             done.add(pending[0])
@@ -420,40 +587,12 @@ class CopyReplay:
         stays where it is.
         """
         while not self._limit_reached() and group not in self.report.stopped_groups:
-            self.report.release_failures += self._held.release(self.sqs, self.dlq_url, group)
-            messages = self._receive(MAX_BATCH)
+            self.report.release_failures += self.reader.release(group)
+            messages = self.reader.receive(MAX_BATCH)
             if not any(_group(m) == group for m in self._take(messages)):
                 if sum(_group(m) == group for m in messages) >= MAX_BATCH:
                     self.report.blocked_groups.append(group)
                 return
-
-    def _receive(self, wanted: int) -> list[MessageTypeDef]:
-        response = self.sqs.receive_message(
-            QueueUrl=self.dlq_url,
-            MaxNumberOfMessages=wanted,
-            WaitTimeSeconds=self.options.wait_seconds,
-            VisibilityTimeout=self.options.visibility_timeout,
-            MessageAttributeNames=["All"],
-            MessageSystemAttributeNames=["All"],
-        )
-        return response.get("Messages", [])
-
-    def _take(self, messages: list[MessageTypeDef]) -> list[MessageTypeDef]:
-        """Hold what was received and handle what is new; returns the new messages.
-
-        Every received message stays held until it is deleted, so whatever ends the run
-        (an error, Ctrl-C) leaves nothing invisible behind.
-        """
-        for message in messages:
-            self._held.hold(message)
-        fresh = [m for m in messages if m["MessageId"] not in self._seen]
-        if fresh:
-            self._seen.update(m["MessageId"] for m in fresh)
-            self.report.examined += len(fresh)
-            self._handle(fresh)
-            if self.on_progress is not None:
-                self.on_progress(self.report)
-        return fresh
 
     def _handle(self, messages: list[MessageTypeDef]) -> None:
         matched: list[MessageTypeDef] = []
@@ -509,53 +648,18 @@ class CopyReplay:
         confirmed = sorted(((int(i), new_id) for i, new_id in sent.items()))
         self._sent_ids.update(new_id for _, new_id in confirmed)
         self.report.moved.extend(matched[i]["MessageId"] for i, _ in confirmed)
-        backed_up: list[tuple[str, MessageTypeDef]] = []
+        backed_up: list[MessageTypeDef] = []
         try:
             for i, new_id in confirmed:
                 self._backup(matched[i], outgoing[i], new_id)
-                backed_up.append((str(i), matched[i]))
+                backed_up.append(matched[i])
         finally:
             # Only a message whose backup line is written may leave the DLQ; if a write
             # failed, the rest were sent but stay (a second replay of them is harmless).
             if not self.options.keep:
-                self._delete(backed_up)
-
-    def _delete(self, entries: list[tuple[str, MessageTypeDef]]) -> None:
-        """Delete confirmed sends; a failed delete means the message will be replayed again."""
-        if not entries:
-            return
-        by_id = dict(entries)
-        try:
-            response = self.sqs.delete_message_batch(
-                QueueUrl=self.dlq_url,
-                Entries=[{"Id": i, "ReceiptHandle": m["ReceiptHandle"]} for i, m in entries],
-            )
-        except ClientError as exc:  # the sends happened: report them rather than abort
-            error = exc.response.get("Error", {})
-            failed = [
-                {"Id": i, "Code": error.get("Code", "ClientError"), "Message": str(exc)}
-                for i, _ in entries
-            ]
-        else:
-            done = response.get("Successful", [])
-            self.report.deleted += len(done)
-            for ok in done:
-                message_id = by_id[ok["Id"]]["MessageId"]
-                self._deleted.add(message_id)
-                self._held.forget(message_id)
-            failed = [
-                {"Id": bad["Id"], "Code": bad["Code"], "Message": bad.get("Message", "")}
-                for bad in response.get("Failed", [])
-            ]
-        for bad in failed:  # still held: visible again at the end, like every leftover
-            self.report.failures.append(
-                ReplayFailure(
-                    by_id[bad["Id"]]["MessageId"],
-                    "delete",
-                    bad["Code"],
-                    "sent to the destination but still in the DLQ: " + bad["Message"],
-                )
-            )
+                deleted, failures = self.reader.delete(backed_up, "sent to the destination")
+                self.report.deleted += deleted
+                self.report.failures.extend(failures)
 
     def _record_failures(
         self, matched: list[MessageTypeDef], failed: list[EntryFailure], *, stage: str
@@ -579,10 +683,3 @@ class CopyReplay:
                 to=self.destination_url,
             )
         )
-
-    def _count_leftovers(self) -> None:
-        """How many messages the DLQ still has, and how many of them this run never saw."""
-        depth = queue_depth(self.sqs, self.dlq_url)
-        self.report.left_in_dlq = depth
-        if depth is not None:
-            self.report.unexamined = max(0, depth - len(self._seen - self._deleted))

@@ -50,6 +50,7 @@ def invoke(
         "SUBSCRIBER_SCOPE": scope,
         "CONSUMER_SCOPE": scope,
         "DEAD_LETTER_QUEUE_URL": orders.dlq,
+        "SNS_ENVELOPE": "auto",  # as the stack sets it on a queue subscribed to a topic
     }
     options = [arg for name, value in settings.items() for arg in ("--env", f"{name}={value}")]
 

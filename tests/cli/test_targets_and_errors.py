@@ -96,7 +96,6 @@ def test_missing_output(cli: Invoke, stack: dict[str, str]) -> None:
         (["send", "--queue-url", "q", "--file", "/nonexistent/b.json"], "No such file"),
         (["send", "--queue-url", "q", "--count", "zero"], "Invalid value for '--count'"),
         (["replay", "copy"], "name the queue: --dlq-url URL"),
-        (["replay", "bogus"], "No such command 'bogus'"),
         (["bogus"], "No such command 'bogus'"),
         (["--bogus", "send"], "No such option: --bogus"),
     ],
@@ -107,6 +106,17 @@ def test_bad_arguments_are_one_line(cli: Invoke, args: list[str], message: str) 
     line = one_line(result.output)
     assert line.startswith("error: ")
     assert message in line
+
+
+def test_replay_of_a_name_that_is_neither_a_command_nor_a_subscriber_is_one_line(
+    cli: Invoke, stack: dict[str, str]
+) -> None:
+    """`eonce replay NAME` looks NAME up among the stack's subscribers (moto here)."""
+    result = cli("replay", "bogus")
+    assert result.exit_code == 2
+    line = one_line(result.output)
+    assert line.startswith("error: ")
+    assert "No such command 'bogus'" in line
 
 
 def test_unknown_profile_is_one_line(cli: Invoke) -> None:
