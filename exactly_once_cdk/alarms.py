@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -10,11 +12,15 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from exactly_once_cdk.unfinished_work import UnfinishedWork
 
 ALARM_PERIOD = Duration.minutes(5)
+
+AlarmSpec = tuple[str, cloudwatch.IMetric, float, str]
+"""An alarm at `metric >= threshold`: (construct id, metric, threshold, description)."""
 
 
 class AlarmTopic(Construct):
@@ -100,36 +106,69 @@ def add_alarm(
     return alarm
 
 
+def add_alarms(
+    scope: Construct, specs: Iterable[AlarmSpec], topic: sns.ITopic | None
+) -> list[cloudwatch.Alarm]:
+    """`add_alarm` for each spec, in order."""
+    return [
+        add_alarm(
+            scope, alarm_id, metric=metric, threshold=threshold, description=text, topic=topic
+        )
+        for alarm_id, metric, threshold, text in specs
+    ]
+
+
+def dead_letter_alarm_specs(name: str, dlq: sqs.IQueue, age: Duration) -> list[AlarmSpec]:
+    """What every dead-letter queue gets: a message waiting in it at all, and one waiting
+    longer than `age`."""
+    return [
+        (
+            "DeadLetterQueueNotEmptyAlarm",
+            dlq.metric_approximate_number_of_messages_visible(
+                period=ALARM_PERIOD, statistic="Maximum"
+            ),
+            1,
+            f"{name}: messages are waiting in the dead-letter queue",
+        ),
+        (
+            "DeadLetterQueueAgeAlarm",
+            dlq.metric_approximate_age_of_oldest_message(period=ALARM_PERIOD, statistic="Maximum"),
+            age.to_seconds(),
+            f"{name}: a dead-lettered message has waited too long (14-day retention)",
+        ),
+    ]
+
+
 def function_alarms(
     scope: Construct,
     name: str,
     function: lambda_.IFunction,
     topic: sns.ITopic | None,
     unfinished: UnfinishedWork,
+    own: Iterable[AlarmSpec] = (),
 ) -> list[cloudwatch.Alarm]:
-    """What every entry point's function gets: whole invocations failed, throttling, and work
-    started in its idempotency scope with no outcome recorded over the window."""
-    specs = (
-        ("ErrorsAlarm", function.metric_errors, "failed whole invocations"),
-        ("ThrottlesAlarm", function.metric_throttles, "was throttled"),
-    )
-    return [
-        add_alarm(
-            scope,
+    """An entry point's `own` alarms, then what every entry point's function gets: whole
+    invocations failed, throttling, and work started in its idempotency scope with no outcome
+    recorded over the window."""
+    specs: list[AlarmSpec] = [*own]
+    specs += [
+        (
             alarm_id,
-            metric=metric(period=ALARM_PERIOD, statistic="Sum"),
-            threshold=1,
-            description=f"{name}: the function {what}",
-            topic=topic,
+            metric(period=ALARM_PERIOD, statistic="Sum"),
+            1,
+            f"{name}: the function {what}",
         )
-        for alarm_id, metric, what in specs
-    ] + [
-        add_alarm(
-            scope,
-            "UnfinishedWorkAlarm",
-            metric=unfinished.metric(),
-            threshold=unfinished.threshold,
-            description=unfinished.description(name),
-            topic=topic,
+        for alarm_id, metric, what in (
+            ("ErrorsAlarm", function.metric_errors, "failed whole invocations"),
+            ("ThrottlesAlarm", function.metric_throttles, "was throttled"),
         )
     ]
+    specs.append(
+        (
+            "UnfinishedWorkAlarm",
+            unfinished.metric(),
+            unfinished.threshold,
+            unfinished.description(name),
+        )
+    )
+    return add_alarms(scope, specs, topic)

@@ -19,13 +19,18 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from exactly_once_cdk import outputs as names
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
+from exactly_once_cdk.alarms import (
+    ALARM_PERIOD,
+    dead_letter_alarm_specs,
+    function_alarms,
+)
 from exactly_once_cdk.consumer_rules import check_consumer, queue_name, visibility_timeout_seconds
-from exactly_once_cdk.functions import FunctionOptions, python_function, store_environment
+from exactly_once_cdk.functions import FunctionOptions, store_function
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
+from exactly_once_cdk.widgets import dead_letter_queue_widget, function_widget
 
 METRICS_NAMESPACE = "ExactlyOnce"
 DLQ_RETENTION = Duration.days(14)
@@ -151,35 +156,29 @@ class IdempotentConsumer(Construct):
                 **(queue_props or {}),
             },
         )
-        built = python_function(
+        built = store_function(
             self,
-            "Function",
             code=code,
             handler=handler,
             description=description or f"Idempotent consumer {construct_id}",
-            layers=[layer],
-            environment=store_environment(
-                table_name=table.table_name,
-                ledger_table_name=ledger.table_name if ledger else None,
-                scope_variable="CONSUMER_SCOPE",
-                scope=self.idempotency_scope,
-                metrics_namespace=metrics_namespace,
-                lease_margin=lease_margin,
-                block_expired_leases=block_expired_leases,
-                extra={
-                    "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
-                    **(environment or {}),
-                },
-            ),
+            layer=layer,
+            table=table,
+            ledger=ledger,
+            scope_variable="CONSUMER_SCOPE",
+            idempotency_scope=self.idempotency_scope,
+            metrics_namespace=metrics_namespace,
+            lease_margin=lease_margin,
+            block_expired_leases=block_expired_leases,
+            environment={
+                "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
+                **(environment or {}),
+            },
             timeout=timeout,
             memory_size=memory_size,
             options=function_options or FunctionOptions(),
         )
         self.function = built.function
         self.role = built.role
-        table.grant_records(self.role)
-        if ledger is not None:
-            ledger.grant_append(self.role)
         self._grant_queues()
 
         self.event_source_mapping = lambda_.EventSourceMapping(
@@ -244,25 +243,9 @@ class IdempotentConsumer(Construct):
     def _alarms(
         self, topic: sns.ITopic | None, queue_age: Duration, dead_letter_age: Duration
     ) -> list[cloudwatch.Alarm]:
-        name = self.name
-        dlq, queue = self.dead_letter_queue, self.queue
-        specs: list[tuple[str, cloudwatch.IMetric, float, str]] = [
-            (
-                "DeadLetterQueueNotEmptyAlarm",
-                dlq.metric_approximate_number_of_messages_visible(
-                    period=ALARM_PERIOD, statistic="Maximum"
-                ),
-                1,
-                f"{name}: messages are waiting in the dead-letter queue",
-            ),
-            (
-                "DeadLetterQueueAgeAlarm",
-                dlq.metric_approximate_age_of_oldest_message(
-                    period=ALARM_PERIOD, statistic="Maximum"
-                ),
-                dead_letter_age.to_seconds(),
-                f"{name}: a dead-lettered message has waited too long (14-day retention)",
-            ),
+        name, queue = self.name, self.queue
+        specs = dead_letter_alarm_specs(name, self.dead_letter_queue, dead_letter_age)
+        specs.append(
             (
                 "QueueAgeAlarm",
                 queue.metric_approximate_age_of_oldest_message(
@@ -270,14 +253,9 @@ class IdempotentConsumer(Construct):
                 ),
                 queue_age.to_seconds(),
                 f"{name}: the queue is falling behind",
-            ),
-        ]
-        return [
-            add_alarm(
-                self, alarm_id, metric=metric, threshold=threshold, description=text, topic=topic
             )
-            for alarm_id, metric, threshold, text in specs
-        ] + function_alarms(self, name, self.function, topic, self.unfinished_work)
+        )
+        return function_alarms(self, name, self.function, topic, self.unfinished_work, own=specs)
 
     def _outputs(self, stack: Stack) -> None:
         values = {
@@ -302,29 +280,7 @@ class IdempotentConsumer(Construct):
                 right=[self.queue.metric_approximate_age_of_oldest_message(statistic="Maximum")],
                 width=6,
             ),
-            cloudwatch.GraphWidget(
-                title=f"{name} dead-letter queue",
-                left=[
-                    self.dead_letter_queue.metric_approximate_number_of_messages_visible(
-                        statistic="Maximum"
-                    )
-                ],
-                right=[
-                    self.dead_letter_queue.metric_approximate_age_of_oldest_message(
-                        statistic="Maximum"
-                    )
-                ],
-                width=6,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name} function",
-                left=[
-                    self.function.metric_invocations(statistic="Sum"),
-                    self.function.metric_errors(statistic="Sum"),
-                    self.function.metric_throttles(statistic="Sum"),
-                ],
-                right=[self.function.metric_duration(statistic="p99")],
-                width=6,
-            ),
+            dead_letter_queue_widget(name, self.dead_letter_queue),
+            function_widget(name, self.function),
             self.unfinished_work.widget(f"{name} started minus finished"),
         ]

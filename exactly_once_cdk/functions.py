@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+if TYPE_CHECKING:
+    from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -162,3 +165,52 @@ def store_environment(
         "BLOCK_EXPIRED_LEASES": "true" if block_expired_leases else "false",
         **(extra or {}),
     }
+
+
+def store_function(
+    scope: Construct,
+    *,
+    code: lambda_.Code,
+    handler: str,
+    description: str,
+    layer: lambda_.ILayerVersion,
+    table: IdempotencyTable,
+    ledger: LedgerTable | None,
+    scope_variable: str,
+    idempotency_scope: str,
+    metrics_namespace: str,
+    lease_margin: Duration,
+    block_expired_leases: bool,
+    environment: Mapping[str, str] | None,
+    timeout: Duration,
+    memory_size: int,
+    options: FunctionOptions,
+) -> BuiltFunction:
+    """An entry point's function ("Function": a consumer's, an HTTP API's, an SNS
+    subscriber's): the store's variables (`store_environment`) with `environment` over them,
+    and its role granted the records of `table` and appends to `ledger`."""
+    built = python_function(
+        scope,
+        "Function",
+        code=code,
+        handler=handler,
+        description=description,
+        layers=[layer],
+        environment=store_environment(
+            table_name=table.table_name,
+            ledger_table_name=ledger.table_name if ledger else None,
+            scope_variable=scope_variable,
+            scope=idempotency_scope,
+            metrics_namespace=metrics_namespace,
+            lease_margin=lease_margin,
+            block_expired_leases=block_expired_leases,
+            extra=environment,
+        ),
+        timeout=timeout,
+        memory_size=memory_size,
+        options=options,
+    )
+    table.grant_records(built.role)
+    if ledger is not None:
+        ledger.grant_append(built.role)
+    return built

@@ -27,13 +27,14 @@ from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
 from constructs import Construct
 
 from exactly_once_cdk import outputs as names
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
+from exactly_once_cdk.alarms import ALARM_PERIOD, AlarmSpec, function_alarms
 from exactly_once_cdk.consumer import LEASE_MARGIN, METRICS_NAMESPACE
-from exactly_once_cdk.functions import FunctionOptions, python_function, store_environment
+from exactly_once_cdk.functions import FunctionOptions, store_function
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
+from exactly_once_cdk.widgets import function_widget
 
 # API Gateway ends an HTTP API's Lambda integration after 30 s (its maximum) and answers 503.
 # The function must give up first, so that the record's lease ends with the request and the
@@ -154,32 +155,26 @@ class IdempotentHttpApi(Construct):
         self.route_specs = tuple((method.upper(), path) for method, path in routes)
         options = function_options or FunctionOptions()
         stack = Stack.of(self)
-        built = python_function(
+        built = store_function(
             self,
-            "Function",
             code=code,
             handler=handler,
             description=description or f"Idempotent HTTP API {construct_id}",
-            layers=[layer],
-            environment=store_environment(
-                table_name=table.table_name,
-                ledger_table_name=ledger.table_name if ledger else None,
-                scope_variable="API_SCOPE",
-                scope=self.idempotency_scope,
-                metrics_namespace=metrics_namespace,
-                lease_margin=lease_margin,
-                block_expired_leases=block_expired_leases,
-                extra=environment,
-            ),
+            layer=layer,
+            table=table,
+            ledger=ledger,
+            scope_variable="API_SCOPE",
+            idempotency_scope=self.idempotency_scope,
+            metrics_namespace=metrics_namespace,
+            lease_margin=lease_margin,
+            block_expired_leases=block_expired_leases,
+            environment=environment,
             timeout=timeout,
             memory_size=memory_size,
             options=options,
         )
         self.function = built.function
         self.role = built.role
-        table.grant_records(self.role)
-        if ledger is not None:
-            ledger.grant_append(self.role)
 
         self.api: apigwv2.HttpApi | None = None
         self.stage: apigwv2.HttpStage | None = None
@@ -271,20 +266,17 @@ class IdempotentHttpApi(Construct):
 
     def _alarms(self, topic: sns.ITopic | None) -> list[cloudwatch.Alarm]:
         name = self.name
-        alarms = []
+        specs: list[AlarmSpec] = []
         if self.api is not None:
-            alarms.append(
-                add_alarm(
-                    self,
+            specs.append(
+                (
                     "ServerErrorsAlarm",
-                    metric=self.api.metric_server_error(period=ALARM_PERIOD, statistic="Sum"),
-                    threshold=1,
-                    description=f"{name}: the API answered 5xx (function failures, timeouts, "
-                    "throttles)",
-                    topic=topic,
+                    self.api.metric_server_error(period=ALARM_PERIOD, statistic="Sum"),
+                    1,
+                    f"{name}: the API answered 5xx (function failures, timeouts, throttles)",
                 )
             )
-        return alarms + function_alarms(self, name, self.function, topic, self.unfinished_work)
+        return function_alarms(self, name, self.function, topic, self.unfinished_work, own=specs)
 
     def _outputs(self, stack: Stack) -> None:
         values = {names.FUNCTION_NAME: self.function.function_name}
@@ -318,17 +310,6 @@ class IdempotentHttpApi(Construct):
                     width=6,
                 ),
             ]
-        widgets.append(
-            cloudwatch.GraphWidget(
-                title=f"{name} function",
-                left=[
-                    self.function.metric_invocations(statistic="Sum"),
-                    self.function.metric_errors(statistic="Sum"),
-                    self.function.metric_throttles(statistic="Sum"),
-                ],
-                right=[self.function.metric_duration(statistic="p99")],
-                width=6,
-            )
-        )
+        widgets.append(function_widget(name, self.function))
         widgets.append(self.unfinished_work.widget(f"{name} started minus finished"))
         return widgets

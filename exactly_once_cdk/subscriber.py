@@ -29,7 +29,11 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from exactly_once_cdk import outputs as names
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm, function_alarms
+from exactly_once_cdk.alarms import (
+    ALARM_PERIOD,
+    dead_letter_alarm_specs,
+    function_alarms,
+)
 from exactly_once_cdk.consumer import (
     DEAD_LETTER_AGE_ALARM,
     DLQ_RETENTION,
@@ -38,11 +42,12 @@ from exactly_once_cdk.consumer import (
     TIMEOUT,
 )
 from exactly_once_cdk.consumer_rules import queue_name
-from exactly_once_cdk.functions import FunctionOptions, python_function, store_environment
+from exactly_once_cdk.functions import FunctionOptions, store_function
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
+from exactly_once_cdk.widgets import dead_letter_queue_widget, function_widget
 
 RETRY_ATTEMPTS = 2  # Lambda's default and maximum for asynchronous invocations
 MAX_EVENT_AGE = Duration.hours(6)  # Lambda's default and maximum
@@ -151,35 +156,29 @@ class IdempotentSubscriber(Construct):
                 "policies and Lambda DeadLetterConfig as dead-letter use.",
             )
         )
-        built = python_function(
+        built = store_function(
             self,
-            "Function",
             code=code,
             handler=handler,
             description=description or f"Idempotent SNS subscriber {construct_id}",
-            layers=[layer],
-            environment=store_environment(
-                table_name=table.table_name,
-                ledger_table_name=ledger.table_name if ledger else None,
-                scope_variable="SUBSCRIBER_SCOPE",
-                scope=self.idempotency_scope,
-                metrics_namespace=metrics_namespace,
-                lease_margin=lease_margin,
-                block_expired_leases=block_expired_leases,
-                extra={
-                    "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
-                    **(environment or {}),
-                },
-            ),
+            layer=layer,
+            table=table,
+            ledger=ledger,
+            scope_variable="SUBSCRIBER_SCOPE",
+            idempotency_scope=self.idempotency_scope,
+            metrics_namespace=metrics_namespace,
+            lease_margin=lease_margin,
+            block_expired_leases=block_expired_leases,
+            environment={
+                "DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url,
+                **(environment or {}),
+            },
             timeout=timeout,
             memory_size=memory_size,
             options=function_options or FunctionOptions(),
         )
         self.function = built.function
         self.role = built.role
-        table.grant_records(self.role)
-        if ledger is not None:
-            ledger.grant_append(self.role)
         self._grant_dead_letter_queue(topic)
 
         self.event_invoke_config = lambda_.EventInvokeConfig(
@@ -241,24 +240,9 @@ class IdempotentSubscriber(Construct):
     def _alarms(
         self, topic: sns.ITopic | None, dead_letter_age: Duration
     ) -> list[cloudwatch.Alarm]:
-        name, dlq = self.name, self.dead_letter_queue
-        specs: list[tuple[str, cloudwatch.IMetric, float, str]] = [
-            (
-                "DeadLetterQueueNotEmptyAlarm",
-                dlq.metric_approximate_number_of_messages_visible(
-                    period=ALARM_PERIOD, statistic="Maximum"
-                ),
-                1,
-                f"{name}: messages are waiting in the dead-letter queue",
-            ),
-            (
-                "DeadLetterQueueAgeAlarm",
-                dlq.metric_approximate_age_of_oldest_message(
-                    period=ALARM_PERIOD, statistic="Maximum"
-                ),
-                dead_letter_age.to_seconds(),
-                f"{name}: a dead-lettered message has waited too long (14-day retention)",
-            ),
+        name = self.name
+        specs = dead_letter_alarm_specs(name, self.dead_letter_queue, dead_letter_age)
+        specs.append(
             (
                 "DestinationDeliveryFailuresAlarm",
                 self.function.metric(
@@ -266,14 +250,9 @@ class IdempotentSubscriber(Construct):
                 ),
                 1,
                 f"{name}: Lambda could not send a failed event to the dead-letter queue (lost)",
-            ),
-        ]
-        return [
-            add_alarm(
-                self, alarm_id, metric=metric, threshold=threshold, description=text, topic=topic
             )
-            for alarm_id, metric, threshold, text in specs
-        ] + function_alarms(self, name, self.function, topic, self.unfinished_work)
+        )
+        return function_alarms(self, name, self.function, topic, self.unfinished_work, own=specs)
 
     def _outputs(self, stack: Stack) -> None:
         values = {
@@ -287,22 +266,8 @@ class IdempotentSubscriber(Construct):
     def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
         name, fn, dlq = self.name, self.function, self.dead_letter_queue
         return [
-            cloudwatch.GraphWidget(
-                title=f"{name} dead-letter queue",
-                left=[dlq.metric_approximate_number_of_messages_visible(statistic="Maximum")],
-                right=[dlq.metric_approximate_age_of_oldest_message(statistic="Maximum")],
-                width=6,
-            ),
-            cloudwatch.GraphWidget(
-                title=f"{name} function",
-                left=[
-                    fn.metric_invocations(statistic="Sum"),
-                    fn.metric_errors(statistic="Sum"),
-                    fn.metric_throttles(statistic="Sum"),
-                ],
-                right=[fn.metric_duration(statistic="p99")],
-                width=6,
-            ),
+            dead_letter_queue_widget(name, dlq),
+            function_widget(name, fn),
             cloudwatch.GraphWidget(
                 title=f"{name} asynchronous invocations",
                 left=[

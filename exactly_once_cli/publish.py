@@ -10,39 +10,26 @@ from __future__ import annotations
 
 import random
 import uuid
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from exactly_once_cli.common import CliError, StackOption, aws_target, progress_bar, stderr, stdout
-from exactly_once_cli.send import INTERRUPTED_EXIT, MAX_FAILURES_SHOWN, collect_bodies
+from exactly_once_cli.common import CliError, StackOption, aws_target
+from exactly_once_cli.outgoing import PUBLISH, deliver_and_report
+from exactly_once_cli.send import (
+    AttributeOption,
+    BodyOption,
+    CountOption,
+    GroupsOption,
+    KeyPrefixOption,
+    SeedOption,
+    collect_bodies,
+)
 from exactly_once_ops.message_attributes import parse_attributes
 from exactly_once_ops.publish import is_fifo_topic, publish_messages
-from exactly_once_ops.send import OutgoingMessage, SendInterrupted, SendReport, sent_lines
+from exactly_once_ops.send import OutgoingMessage
 from exactly_once_ops.targets import DEFAULT_STACK, resolve_topic_arn
-
-
-def print_report(report: SendReport, total: int, topic_arn: str, key_prefix: str | None) -> None:
-    """Summary table, then failed entries one per line (entry id = index of the message)."""
-    out = stdout()
-    table = Table(title="publish", show_header=False)
-    table.add_row("topic", escape(topic_arn))
-    if key_prefix is not None:
-        table.add_row("key prefix", escape(key_prefix))
-    table.add_row("messages", str(total))
-    table.add_row("published", f"[green]{report.sent}[/]")
-    table.add_row("failed", f"[red]{len(report.failed)}[/]" if report.failed else "0")
-    table.add_row("elapsed", f"{report.elapsed_s:.2f} s")
-    table.add_row("throughput", f"{report.throughput:.1f} msg/s")
-    out.print(table)
-    for failure in report.failed[:MAX_FAILURES_SHOWN]:
-        out.print(f"failed entry {failure.id}: {failure.code}: {failure.message}", markup=False)
-    if len(report.failed) > MAX_FAILURES_SHOWN:
-        out.print(f"... and {len(report.failed) - MAX_FAILURES_SHOWN} more failed entries")
 
 
 def fifo_fields(
@@ -67,9 +54,7 @@ def publish_cmd(
         str | None, typer.Option(help="A topic of the stack, by its id: sales (SalesTopicArn).")
     ] = None,
     stack: StackOption = DEFAULT_STACK,
-    body: Annotated[
-        list[str] | None, typer.Option(help="A message body (repeat for several).")
-    ] = None,
+    body: BodyOption = None,
     file: Annotated[
         Path | None, typer.Option(help="Publish the file's content as one message.", dir_okay=False)
     ] = None,
@@ -77,9 +62,7 @@ def publish_cmd(
         Path | None,
         typer.Option(help="Publish one message per line of a JSONL file.", dir_okay=False),
     ] = None,
-    count: Annotated[
-        int | None, typer.Option(help="Generate this many bodies from --template.", min=1)
-    ] = None,
+    count: CountOption = None,
     template: Annotated[
         str | None,
         typer.Option(
@@ -87,19 +70,14 @@ def publish_cmd(
             "{group} = index modulo --groups. Default for --topic sales: a sale."
         ),
     ] = None,
-    key_prefix: Annotated[
-        str | None, typer.Option(help="Prefix of generated ids (default: random per run).")
-    ] = None,
-    groups: Annotated[int, typer.Option(help="Distinct {group} values.", min=1)] = 1,
+    key_prefix: KeyPrefixOption = None,
+    groups: GroupsOption = 1,
     duplicates: Annotated[
         float,
         typer.Option(help="Share of messages that publish an earlier body again (same key)."),
     ] = 0.0,
-    seed: Annotated[int | None, typer.Option(help="Seed for where duplicates go.")] = None,
-    attribute: Annotated[
-        list[str] | None,
-        typer.Option(help="Message attribute Name=Value, Name:Number=5 or Name:Binary=<b64>."),
-    ] = None,
+    seed: SeedOption = None,
+    attribute: AttributeOption = None,
     subject: Annotated[str | None, typer.Option(help="The SNS Subject of every message.")] = None,
     group_id: Annotated[str | None, typer.Option(help="FIFO topic: MessageGroupId.")] = None,
     dedup_id: Annotated[
@@ -147,35 +125,13 @@ def publish_cmd(
         for text, dedup in zip(bodies, dedup_ids, strict=True)
     ]
     sns = target.client("sns")
-    with ExitStack() as cleanup:
-        # opened before anything is published, so a bad path costs nothing
-        ids_file = cleanup.enter_context(ids_out.open("w", encoding="utf-8")) if ids_out else None
-        where = f"to {arn}" + (f" (key prefix {prefix})" if prefix is not None else "")
-        stderr().print(f"publishing {len(messages)} message(s) {where}", markup=False)
-        interrupted = False
-        try:
-            with progress_bar("publishing") as progress:
-                task = progress.add_task("publish", total=len(messages))
-                report = publish_messages(
-                    sns,
-                    arn,
-                    messages,
-                    subject=subject,
-                    concurrency=concurrency,
-                    on_batch=lambda n: progress.advance(task, n),
-                )
-        except SendInterrupted as stop:
-            report, interrupted = stop.report, True
-        if ids_file is not None:
-            ids_file.writelines(line + "\n" for line in sent_lines(report, messages))
-    if interrupted:
-        failed = f", {len(report.failed)} failed" if report.failed else ""
-        saved = f"; their ids are in {ids_out}" if ids_out else ""
-        stderr().print(
-            f"interrupted: {report.sent} of {len(messages)} message(s) published{failed}{saved}",
-            markup=False,
-        )
-        raise typer.Exit(INTERRUPTED_EXIT)
-    print_report(report, len(messages), arn, prefix)
-    if report.failed:
-        raise typer.Exit(1)
+    deliver_and_report(
+        PUBLISH,
+        lambda on_batch: publish_messages(
+            sns, arn, messages, subject=subject, concurrency=concurrency, on_batch=on_batch
+        ),
+        messages,
+        destination=arn,
+        key_prefix=prefix,
+        ids_out=ids_out,
+    )

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import random
 import uuid
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from exactly_once_cli.common import (
-    CliError,
-    StackOption,
-    aws_target,
-    progress_bar,
-    stderr,
-    stdout,
-)
+from exactly_once_cli.common import CliError, StackOption, aws_target
+from exactly_once_cli.outgoing import SEND, deliver_and_report
 from exactly_once_ops.message_attributes import parse_attributes
-from exactly_once_ops.send import SendInterrupted, SendReport, send_messages, sent_lines
+from exactly_once_ops.send import send_messages
 from exactly_once_ops.targets import DEFAULT_STACK, content_based_dedup, is_fifo, resolve_queue_url
 from exactly_once_ops.workload import (
     DEFAULT_GROUP_FIELDS,
@@ -33,9 +24,20 @@ from exactly_once_ops.workload import (
     with_duplicates,
 )
 
-MAX_FAILURES_SHOWN = 50
-INTERRUPTED_EXIT = 130
-"""128 + SIGINT, what a shell reports for a command stopped with Ctrl-C."""
+# The options that feed `collect_bodies`, worded alike for `send` and `publish`.
+BodyOption = Annotated[list[str] | None, typer.Option(help="A message body (repeat for several).")]
+CountOption = Annotated[
+    int | None, typer.Option(help="Generate this many bodies from --template.", min=1)
+]
+KeyPrefixOption = Annotated[
+    str | None, typer.Option(help="Prefix of generated ids (default: random per run).")
+]
+GroupsOption = Annotated[int, typer.Option(help="Distinct {group} values.", min=1)]
+SeedOption = Annotated[int | None, typer.Option(help="Seed for where duplicates go.")]
+AttributeOption = Annotated[
+    list[str] | None,
+    typer.Option(help="Message attribute Name=Value, Name:Number=5 or Name:Binary=<b64>."),
+]
 
 
 def default_template(consumer: str | None) -> str:
@@ -94,25 +96,6 @@ def collect_bodies(
     return with_duplicates(bodies, duplicate_count(len(bodies), duplicates), rng), None
 
 
-def print_report(report: SendReport, total: int, queue_url: str, key_prefix: str | None) -> None:
-    """Summary table, then failed entries one per line (entry id = index of the message)."""
-    out = stdout()
-    table = Table(title="send", show_header=False)
-    table.add_row("queue", escape(queue_url))
-    if key_prefix is not None:
-        table.add_row("key prefix", escape(key_prefix))
-    table.add_row("messages", str(total))
-    table.add_row("sent", f"[green]{report.sent}[/]")
-    table.add_row("failed", f"[red]{len(report.failed)}[/]" if report.failed else "0")
-    table.add_row("elapsed", f"{report.elapsed_s:.2f} s")
-    table.add_row("throughput", f"{report.throughput:.1f} msg/s")
-    out.print(table)
-    for failure in report.failed[:MAX_FAILURES_SHOWN]:
-        out.print(f"failed entry {failure.id}: {failure.code}: {failure.message}", markup=False)
-    if len(report.failed) > MAX_FAILURES_SHOWN:
-        out.print(f"... and {len(report.failed) - MAX_FAILURES_SHOWN} more failed entries")
-
-
 def send_cmd(
     ctx: typer.Context,
     queue_url: Annotated[str | None, typer.Option(help="Queue URL (else from the stack).")] = None,
@@ -121,18 +104,14 @@ def send_cmd(
         typer.Option(help="A consumer of the stack (see `eonce consumers`)."),
     ] = None,
     stack: StackOption = DEFAULT_STACK,
-    body: Annotated[
-        list[str] | None, typer.Option(help="A message body (repeat for several).")
-    ] = None,
+    body: BodyOption = None,
     file: Annotated[
         Path | None, typer.Option(help="Send the file's content as one body.", dir_okay=False)
     ] = None,
     jsonl: Annotated[
         Path | None, typer.Option(help="Send one body per line of a JSONL file.", dir_okay=False)
     ] = None,
-    count: Annotated[
-        int | None, typer.Option(help="Generate this many bodies from --template.", min=1)
-    ] = None,
+    count: CountOption = None,
     template: Annotated[
         str | None,
         typer.Option(
@@ -140,19 +119,14 @@ def send_cmd(
             "{group} = index modulo --groups. Default depends on --consumer."
         ),
     ] = None,
-    key_prefix: Annotated[
-        str | None, typer.Option(help="Prefix of generated ids (default: random per run).")
-    ] = None,
-    groups: Annotated[int, typer.Option(help="Distinct {group} values.", min=1)] = 1,
+    key_prefix: KeyPrefixOption = None,
+    groups: GroupsOption = 1,
     duplicates: Annotated[
         float,
         typer.Option(help="Share of messages that re-send an earlier body (same business id)."),
     ] = 0.0,
-    seed: Annotated[int | None, typer.Option(help="Seed for where duplicates go.")] = None,
-    attribute: Annotated[
-        list[str] | None,
-        typer.Option(help="Message attribute Name=Value, Name:Number=5 or Name:Binary=<b64>."),
-    ] = None,
+    seed: SeedOption = None,
+    attribute: AttributeOption = None,
     group_id: Annotated[str | None, typer.Option(help="FIFO MessageGroupId for all.")] = None,
     group_field: Annotated[
         str | None,
@@ -219,34 +193,13 @@ def send_cmd(
         )
     except ValueError as exc:
         raise CliError(str(exc)) from exc
-    with ExitStack() as cleanup:
-        # opened before anything is sent, so a bad path costs nothing
-        ids_file = cleanup.enter_context(ids_out.open("w", encoding="utf-8")) if ids_out else None
-        where = f"to {url}" + (f" (key prefix {prefix})" if prefix is not None else "")
-        stderr().print(f"sending {len(messages)} message(s) {where}", markup=False)
-        interrupted = False
-        try:
-            with progress_bar("sending") as progress:
-                task = progress.add_task("send", total=len(messages))
-                report = send_messages(
-                    sqs,
-                    url,
-                    messages,
-                    concurrency=concurrency,
-                    on_batch=lambda n: progress.advance(task, n),
-                )
-        except SendInterrupted as stop:
-            report, interrupted = stop.report, True
-        if ids_file is not None:
-            ids_file.writelines(line + "\n" for line in sent_lines(report, messages))
-    if interrupted:
-        failed = f", {len(report.failed)} failed" if report.failed else ""
-        saved = f"; their ids are in {ids_out}" if ids_out else ""
-        stderr().print(
-            f"interrupted: {report.sent} of {len(messages)} message(s) sent{failed}{saved}",
-            markup=False,
-        )
-        raise typer.Exit(INTERRUPTED_EXIT)
-    print_report(report, len(messages), url, prefix)
-    if report.failed:
-        raise typer.Exit(1)
+    deliver_and_report(
+        SEND,
+        lambda on_batch: send_messages(
+            sqs, url, messages, concurrency=concurrency, on_batch=on_batch
+        ),
+        messages,
+        destination=url,
+        key_prefix=prefix,
+        ids_out=ids_out,
+    )

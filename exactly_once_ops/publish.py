@@ -11,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from exactly_once_ops.send import EntryFailure, OutgoingMessage, SendReport, run_batches
+from exactly_once_ops.send import (
+    EntryFailure,
+    OutgoingMessage,
+    SendReport,
+    batch_outcome,
+    run_batches,
+)
 
 
 def is_fifo_topic(topic_arn: str) -> bool:
@@ -41,25 +45,12 @@ def publish_batch(
     batch: Sequence[tuple[str, OutgoingMessage]],
     subject: str | None = None,
 ) -> tuple[dict[str, str], list[EntryFailure]]:
-    """One PublishBatch call: (entry id -> MessageId for published ones, failures).
-
-    A rejected request fails all of its entries rather than the whole run; connection errors
-    are not caught (nothing would get through).
-    """
+    """One PublishBatch call: (entry id -> MessageId for published ones, failures), as
+    `batch_outcome` reads it (a rejected request fails all of its entries)."""
     entries = [publish_entry(entry_id, message, subject) for entry_id, message in batch]
-    try:
-        response = sns.publish_batch(TopicArn=topic_arn, PublishBatchRequestEntries=entries)
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        code = error.get("Code", "ClientError")
-        text = error.get("Message", str(exc))
-        return {}, [EntryFailure(entry_id, code, text, True) for entry_id, _ in batch]
-    published = {ok["Id"]: ok["MessageId"] for ok in response.get("Successful", [])}
-    failed = [
-        EntryFailure(bad["Id"], bad["Code"], bad.get("Message", ""), bad["SenderFault"])
-        for bad in response.get("Failed", [])
-    ]
-    return published, failed
+    return batch_outcome(
+        lambda: sns.publish_batch(TopicArn=topic_arn, PublishBatchRequestEntries=entries), batch
+    )
 
 
 def publish_messages(

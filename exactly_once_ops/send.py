@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -86,26 +86,35 @@ def batch_entry(entry_id: str, message: OutgoingMessage) -> SendMessageBatchRequ
 def send_batch(
     sqs: SQSClient, queue_url: str, batch: Sequence[tuple[str, OutgoingMessage]]
 ) -> tuple[dict[str, str], list[EntryFailure]]:
-    """One SendMessageBatch call: (entry id -> MessageId for sent ones, failures).
+    """One SendMessageBatch call: (entry id -> MessageId for sent ones, failures), as
+    `batch_outcome` reads it."""
+    entries = [batch_entry(entry_id, message) for entry_id, message in batch]
+    return batch_outcome(lambda: sqs.send_message_batch(QueueUrl=queue_url, Entries=entries), batch)
+
+
+def batch_outcome(
+    call: Callable[[], Mapping[str, Any]], batch: Sequence[tuple[str, OutgoingMessage]]
+) -> tuple[dict[str, str], list[EntryFailure]]:
+    """Make one batch call (SendMessageBatch, PublishBatch) and read each entry's outcome from
+    its `Successful`/`Failed` lists: (entry id -> MessageId for accepted ones, failures).
 
     A rejected request (e.g. the batch is too large) fails all of its entries rather than the
     whole run, so the report still says which messages did not go out. Connection errors are
     not caught: they mean nothing will get through.
     """
-    entries = [batch_entry(entry_id, message) for entry_id, message in batch]
     try:
-        response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        response = call()
     except ClientError as exc:
         error = exc.response.get("Error", {})
         code = error.get("Code", "ClientError")
         text = error.get("Message", str(exc))
         return {}, [EntryFailure(entry_id, code, text, True) for entry_id, _ in batch]
-    sent = {ok["Id"]: ok["MessageId"] for ok in response.get("Successful", [])}
+    accepted = {ok["Id"]: ok["MessageId"] for ok in response.get("Successful", [])}
     failed = [
         EntryFailure(bad["Id"], bad["Code"], bad.get("Message", ""), bad["SenderFault"])
         for bad in response.get("Failed", [])
     ]
-    return sent, failed
+    return accepted, failed
 
 
 def chunks(

@@ -8,7 +8,7 @@ in `functions/`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from aws_cdk import (
     CfnOutput,
@@ -19,6 +19,7 @@ from aws_cdk import (
     Stack,
 )
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from exactly_once_cdk import (
@@ -40,6 +41,21 @@ from infra.apis import APIS, ApiSpec
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import Settings, resolve
 from infra.topics import TOPICS, SubscriberSpec, TopicSpec
+
+
+class EntryPointKeywords(TypedDict):
+    """The keywords `IdempotentConsumer`, `IdempotentHttpApi` and `IdempotentSubscriber` share."""
+
+    code: lambda_.Code
+    handler: str
+    table: IdempotencyTable
+    layer: lambda_.ILayerVersion
+    ledger: LedgerTable | None
+    idempotency_scope: str | None
+    description: str | None
+    block_expired_leases: bool
+    alarm_topic: sns.ITopic | None
+    function_options: FunctionOptions | None
 
 
 def local_synthesizer() -> IStackSynthesizer:
@@ -123,11 +139,12 @@ class ExactlyOnceStack(Stack):
         if local_dynamodb:
             CfnOutput(self, LOCAL_DYNAMODB_ENDPOINT, value=str(local_dynamodb))
 
-    def _consumer(self, spec: ConsumerSpec, options: FunctionOptions) -> IdempotentConsumer:
-        config = resolve(spec, self.settings)
-        return IdempotentConsumer(
-            self,
-            spec.id,
+    def _entry_point(
+        self, spec: ConsumerSpec | ApiSpec | SubscriberSpec, options: FunctionOptions
+    ) -> EntryPointKeywords:
+        """What a consumer, an API and a subscriber take alike from their registry entry and
+        the stack: the code, the shared table, ledger and layer, the alarm topic."""
+        return EntryPointKeywords(
             code=lambda_.Code.from_asset(str(spec.source_path), exclude=ASSET_EXCLUDES),
             handler=spec.handler,
             table=self.idempotency,
@@ -135,8 +152,18 @@ class ExactlyOnceStack(Stack):
             ledger=self.ledger,
             idempotency_scope=spec.scope,
             description=spec.description or None,
-            fifo=spec.fifo,
             block_expired_leases=spec.block_expired_leases,
+            alarm_topic=self.alarm_topic.topic,
+            function_options=options,
+        )
+
+    def _consumer(self, spec: ConsumerSpec, options: FunctionOptions) -> IdempotentConsumer:
+        config = resolve(spec, self.settings)
+        return IdempotentConsumer(
+            self,
+            spec.id,
+            **self._entry_point(spec, options),
+            fifo=spec.fifo,
             timeout=Duration.seconds(config.timeout_seconds),
             memory_size=config.memory_mb,
             batch_size=config.batch_size,
@@ -144,10 +171,8 @@ class ExactlyOnceStack(Stack):
             max_concurrency=config.max_concurrency,
             max_receive_count=config.max_receive_count,
             lease_margin=Duration.seconds(config.lease_margin_seconds),
-            alarm_topic=self.alarm_topic.topic,
             queue_age_alarm=Duration.seconds(self.settings.queue_age_alarm_seconds),
             dead_letter_age_alarm=Duration.seconds(self.settings.dlq_age_alarm_seconds),
-            function_options=options,
             # Deployed into moto the mapping must stay off: moto runs it synchronously on send
             # and deletes failed messages; the local poller does the polling instead.
             mapping_enabled=not self.settings.local_stack,
@@ -165,18 +190,9 @@ class ExactlyOnceStack(Stack):
         return IdempotentHttpApi(
             self,
             spec.id,
-            code=lambda_.Code.from_asset(str(spec.source_path), exclude=ASSET_EXCLUDES),
-            handler=spec.handler,
+            **self._entry_point(spec, options),
             routes=spec.routes,
-            table=self.idempotency,
-            layer=self.layer,
-            ledger=self.ledger,
-            idempotency_scope=spec.scope,
-            description=spec.description or None,
-            block_expired_leases=spec.block_expired_leases,
             lease_margin=Duration.seconds(self.settings.lease_margin_seconds),
-            alarm_topic=self.alarm_topic.topic,
-            function_options=options,
             # Deployed into moto the API stays out: moto's CloudFormation (5.2) has no
             # AWS::ApiGatewayV2::* models and skips them with a warning, leaving an `ApiId`
             # output missing, a URL of "https://None.execute-api..." and a permission for
@@ -216,24 +232,15 @@ class ExactlyOnceStack(Stack):
         return IdempotentSubscriber(
             self,
             spec.id,
+            **self._entry_point(spec, options),
             topic=topic.topic,
-            code=lambda_.Code.from_asset(str(spec.source_path), exclude=ASSET_EXCLUDES),
-            handler=spec.handler,
-            table=self.idempotency,
-            layer=self.layer,
-            ledger=self.ledger,
-            idempotency_scope=spec.scope,
-            description=spec.description or None,
-            block_expired_leases=spec.block_expired_leases,
             timeout=Duration.seconds(
                 spec.timeout_seconds or self.settings.function_timeout_seconds
             ),
             memory_size=spec.memory_mb or self.settings.memory_mb,
             lease_margin=Duration.seconds(self.settings.lease_margin_seconds),
             retry_attempts=spec.retry_attempts,
-            alarm_topic=self.alarm_topic.topic,
             dead_letter_age_alarm=Duration.seconds(self.settings.dlq_age_alarm_seconds),
-            function_options=options,
             # Deployed into moto the Lambda subscription stays out: on Publish, moto's SNS
             # invokes a subscribed function itself, which needs Docker (moto 5.2 logs "error
             # running docker" for every message). The local stack delivers topic messages to

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
-import signal
 import time
 import traceback
 from collections import Counter
@@ -23,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from exactly_once_ops.status import queue_depth
-from local_aws.workers import Job, StopFlag, StopOrOrphaned, WorkerPool
+from local_aws.workers import FunctionWorkers, Handler, StopFlag, run_worker
 from local_aws.workers import redirect_output as redirect_output  # fault_injection's import
 
 if TYPE_CHECKING:
@@ -215,39 +212,24 @@ def worker_main(
     log_path: str | None = None,
     parent: int | None = None,
 ) -> None:
-    """A worker process: the function's environment, its handler, and the poll loop.
+    """A worker process (`run_worker`) whose every round is one invocation: a batch received
+    within the mapping's window, handed to the handler, its successes deleted."""
 
-    Ctrl-C in a terminal reaches the whole process group; the worker leaves stopping to its
-    parent (which sets `stop`), and stops by itself if that parent is gone.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stopping = StopOrOrphaned(stop, os.getppid() if parent is None else parent)
-    if log_path:
-        redirect_output(log_path)
-    os.environ.update(aws_environment)
-    os.environ.update(binding.environment)
-    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", binding.function_name)
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    import boto3
+    def poll(sqs: SQSClient, handler: Handler, region: str, stopping: StopFlag) -> None:
+        messages = receive_batch(sqs, binding, stopping)
+        if messages:
+            reports.put(invoke_once(sqs, binding, handler, messages, region))
 
-    handler = load_handler(binding.source_dir, binding.handler)
-    sqs = boto3.client("sqs")
-    region = sqs.meta.region_name
-    while not stopping.is_set():
-        try:
-            messages = receive_batch(sqs, binding, stopping)
-            if messages:
-                reports.put(invoke_once(sqs, binding, handler, messages, region))
-        except Exception:  # keep polling, as Lambda's poller does after errors
-            traceback.print_exc()
-            time.sleep(0.5)
+    run_worker(binding, aws_environment, stop, log_path, parent, poll)
 
 
-class Poller(WorkerPool[BatchStats]):
+class Poller(FunctionWorkers[BatchStats, FunctionBinding]):
     """Runs `workers` processes per function until stopped; counts their outcomes per consumer.
 
     `with Poller(...) as poller:` stops the workers however the block ends.
     """
+
+    worker = staticmethod(worker_main)
 
     def __init__(
         self,
@@ -256,18 +238,8 @@ class Poller(WorkerPool[BatchStats]):
         workers: int = 2,
         log_dir: Path | None = None,
     ) -> None:
-        super().__init__(log_dir)
-        self.bindings = bindings
-        self.aws_environment = aws_environment
-        self.workers = workers
+        super().__init__(bindings, aws_environment, workers, log_dir)
         self._labels = {b.function_name: b.label for b in bindings}
-        self._totals: dict[str, Counter[str]] = {b.label: Counter() for b in bindings}
-
-    def jobs(self) -> Iterable[Job]:
-        for binding in self.bindings:
-            for n in range(self.workers):
-                args = (binding, self.aws_environment)
-                yield worker_main, args, f"{binding.function_name}-{n}"
 
     def fold(self, report: BatchStats) -> None:
         total = self._totals.setdefault(
@@ -282,8 +254,7 @@ class Poller(WorkerPool[BatchStats]):
 
     def totals_by_consumer(self) -> dict[str, Counter[str]]:
         """Outcome counts and the poller's own counters, per consumer."""
-        self.collect()
-        return {label: Counter(total) for label, total in self._totals.items()}
+        return self.totals_by_label()
 
     def totals(self) -> Counter[str]:
         """Outcome counts over all consumers, plus the poller's own counters."""

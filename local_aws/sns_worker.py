@@ -10,19 +10,12 @@ A worker killed mid-delivery leaves the envelope to reappear, as SNS redelivers.
 
 from __future__ import annotations
 
-import os
-import signal
-import time
-import traceback
 from collections import Counter
-from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.sns_events import parse_envelope
 from local_aws.sns_delivery import DeliveryStats, StopFlag, SubscriberBinding, deliver
-from local_aws.workers import Job, StopOrOrphaned, WorkerPool, redirect_output
+from local_aws.workers import FunctionWorkers, Handler, run_worker
 
 if TYPE_CHECKING:
     import multiprocessing as mp
@@ -70,62 +63,28 @@ def subscriber_worker_main(
     log_path: str | None = None,
     parent: int | None = None,
 ) -> None:
-    """A worker process: the function's environment, its handler, and the tap's receive loop.
-
-    Ctrl-C reaches the whole process group; the worker leaves stopping to its parent, and stops
-    by itself if that parent is gone.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stopping = StopOrOrphaned(stop, os.getppid() if parent is None else parent)
-    if log_path:
-        redirect_output(log_path)
-    os.environ.update(aws_environment)
-    os.environ.update(binding.environment)
-    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", binding.function_name)
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    import boto3
-
-    handler = load_handler(binding.source_dir, binding.handler)
-    sqs = boto3.client("sqs")
-    region = sqs.meta.region_name
+    """A worker process (`run_worker`) whose every round receives one envelope from the tap
+    (one SNS message, one asynchronous invocation) and delivers it."""
     hidden = visibility_timeout(binding)
-    while not stopping.is_set():
-        try:
-            got = sqs.receive_message(
-                QueueUrl=binding.tap_queue_url,
-                MaxNumberOfMessages=1,  # one SNS message, one asynchronous invocation
-                WaitTimeSeconds=POLL_WAIT_S,
-                VisibilityTimeout=hidden,
-            ).get("Messages", [])
-            for message in got:
-                reports.put(deliver_tapped(sqs, binding, handler, dict(message), stopping, region))
-        except Exception:  # keep receiving, as SNS keeps delivering after errors
-            traceback.print_exc()
-            time.sleep(0.5)
+
+    def poll(sqs: SQSClient, handler: Handler, region: str, stopping: StopFlag) -> None:
+        got = sqs.receive_message(
+            QueueUrl=binding.tap_queue_url,
+            MaxNumberOfMessages=1,  # one SNS message, one asynchronous invocation
+            WaitTimeSeconds=POLL_WAIT_S,
+            VisibilityTimeout=hidden,
+        ).get("Messages", [])
+        for message in got:
+            reports.put(deliver_tapped(sqs, binding, handler, dict(message), stopping, region))
+
+    run_worker(binding, aws_environment, stop, log_path, parent, poll)
 
 
-class SnsDelivery(WorkerPool[DeliveryStats]):
+class SnsDelivery(FunctionWorkers[DeliveryStats, SubscriberBinding]):
     """Runs `workers` delivery processes per subscribed function until stopped; counts what
     they did per subscriber. `with SnsDelivery(...) as delivery:` stops them however it ends."""
 
-    def __init__(
-        self,
-        bindings: list[SubscriberBinding],
-        aws_environment: dict[str, str],
-        workers: int = 2,
-        log_dir: Path | None = None,
-    ) -> None:
-        super().__init__(log_dir)
-        self.bindings = bindings
-        self.aws_environment = aws_environment
-        self.workers = workers
-        self._totals: dict[str, Counter[str]] = {b.label: Counter() for b in bindings}
-
-    def jobs(self) -> Iterable[Job]:
-        for binding in self.bindings:
-            for n in range(self.workers):
-                args = (binding, self.aws_environment)
-                yield subscriber_worker_main, args, f"{binding.function_name}-{n}"
+    worker = staticmethod(subscriber_worker_main)
 
     def fold(self, report: DeliveryStats) -> None:
         total = self._totals.setdefault(report.subscriber, Counter())
@@ -137,5 +96,4 @@ class SnsDelivery(WorkerPool[DeliveryStats]):
 
     def totals_by_subscriber(self) -> dict[str, Counter[str]]:
         """Outcome counts and the delivery's own counters, per subscriber."""
-        self.collect()
-        return {label: Counter(total) for label, total in self._totals.items()}
+        return self.totals_by_label()

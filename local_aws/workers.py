@@ -2,20 +2,29 @@
 
 The SQS poller and the SNS delivery both run each deployed function in processes of its own
 (the function's environment, a real kill on a crash), report what each invocation did over a
-queue, and must never outlive the process that started them. This is that shared part.
+queue, and must never outlive the process that started them. This is that shared part: the
+pool (`WorkerPool`, `FunctionWorkers`) and a worker's life up to its receive loop
+(`run_worker`).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import time
+import traceback
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar
 
+from exactly_once_ops.handlers import load_handler
 from local_aws.lifecycle import Lifecycle
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 Report = TypeVar("Report")
 
@@ -43,6 +52,61 @@ def redirect_output(log_path: str) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+
+
+class FunctionCode(Protocol):
+    """What a worker needs of its binding to become the deployed function."""
+
+    @property
+    def function_name(self) -> str: ...
+    @property
+    def source_dir(self) -> str: ...
+    @property
+    def handler(self) -> str: ...  # "module.attribute"
+    @property
+    def environment(self) -> Mapping[str, str]: ...
+
+
+Handler = Callable[[Any, Any], Any]
+Poll = Callable[["SQSClient", Handler, str, StopFlag], None]
+"""One round of a worker's loop: (its SQS client, the function's handler, the region, the stop
+flag); it receives, invokes and reports."""
+
+
+def run_worker(
+    binding: FunctionCode,
+    aws_environment: Mapping[str, str],
+    stop: StopFlag,
+    log_path: str | None,
+    parent: int | None,
+    poll: Poll,
+) -> None:
+    """A worker process's life: the function's environment, its handler, then `poll` until the
+    supervisor asks it to stop or is gone.
+
+    Ctrl-C in a terminal reaches the whole process group; the worker leaves stopping to its
+    parent (which sets `stop`). An error in a round is printed and the loop goes on after a
+    short pause, as Lambda's pollers and SNS keep delivering after errors.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stopping = StopOrOrphaned(stop, os.getppid() if parent is None else parent)
+    if log_path:
+        redirect_output(log_path)
+    os.environ.update(aws_environment)
+    os.environ.update(binding.environment)
+    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", binding.function_name)
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    import boto3  # after the environment is set: the client reads its endpoint and region
+
+    handler = load_handler(binding.source_dir, binding.handler)
+    sqs = boto3.client("sqs")
+    region = sqs.meta.region_name
+    while not stopping.is_set():
+        try:
+            poll(sqs, handler, region, stopping)
+        except Exception:
+            traceback.print_exc()
+            time.sleep(0.5)
 
 
 Job = tuple[Callable[..., None], tuple[Any, ...], str]
@@ -106,3 +170,43 @@ class WorkerPool(Lifecycle, Generic[Report]):
                 proc.kill()
                 proc.join()
         self.collect()
+
+
+class LabelledCode(FunctionCode, Protocol):
+    @property
+    def label(self) -> str: ...  # what the totals are counted under (the stack's id)
+
+
+Binding = TypeVar("Binding", bound=LabelledCode)
+
+
+class FunctionWorkers(WorkerPool[Report], Generic[Report, Binding]):
+    """`workers` processes per binding, each `worker(binding, aws_environment, ...)` (which
+    calls `run_worker`); `fold` adds the reports to counters per binding label."""
+
+    worker: ClassVar[Callable[..., None]]
+    """The process target, a module-level function (spawn pickles it by name)."""
+
+    def __init__(
+        self,
+        bindings: list[Binding],
+        aws_environment: dict[str, str],
+        workers: int = 2,
+        log_dir: Path | None = None,
+    ) -> None:
+        super().__init__(log_dir)
+        self.bindings = bindings
+        self.aws_environment = aws_environment
+        self.workers = workers
+        self._totals: dict[str, Counter[str]] = {b.label: Counter() for b in bindings}
+
+    def jobs(self) -> Iterable[Job]:
+        for binding in self.bindings:
+            for n in range(self.workers):
+                args = (binding, self.aws_environment)
+                yield type(self).worker, args, f"{binding.function_name}-{n}"
+
+    def totals_by_label(self) -> dict[str, Counter[str]]:
+        """Each label's counters so far (a copy)."""
+        self.collect()
+        return {label: Counter(total) for label, total in self._totals.items()}
