@@ -85,28 +85,14 @@ def sqs_hooks(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[SQSClient]
     return install
 
 
-HANDLER_ENV = (
-    "IDEMPOTENCY_TABLE",
-    "LEDGER_TABLE",
-    "CONSUMER_SCOPE",
-    "SUBSCRIBER_SCOPE",
-    "DEAD_LETTER_QUEUE_URL",
-    "SNS_ENVELOPE",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_DYNAMODB",
-)
-
-
 @pytest.fixture
-def restored_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`invoke` sets the handler's variables in this process; undo them after each test."""
-    for name in HANDLER_ENV:
-        original = os.environ.get(name)
-        monkeypatch.setenv(name, original or "")  # registers the value to restore
-        if original is None:
-            monkeypatch.delenv(name)
+def restored_environment() -> Iterator[None]:
+    """`invoke` and `replay` give the handler its function's environment in this process
+    (whatever the deployed function sets); undo all of it after each test."""
+    before = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(before)
 
 
 class CurrentStdout:

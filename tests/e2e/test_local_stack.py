@@ -6,6 +6,7 @@ One stack per module (the deploy costs ~15 s); the CLI commands run against it t
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,7 +75,14 @@ def cli(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
     for key, value in stack.aws_environment.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("COLUMNS", "200")  # rich would fold long ids in an 80-column terminal
-    result = CliRunner().invoke(app, list(args))
+    before = dict(os.environ)
+    try:
+        result = CliRunner().invoke(app, list(args))
+    finally:
+        # `invoke` gives the handler the deployed function's environment in this process
+        # (SNS_ENVELOPE, IDEMPOTENCY_TABLE, ...): later tests must not inherit it.
+        os.environ.clear()
+        os.environ.update(before)
     assert result.exit_code == 0, result.output
     return result.output
 

@@ -26,15 +26,16 @@ if TYPE_CHECKING:
 
 
 def test_a_default_consumer_upgraded_over_sns_envelopes_does_not_run_a_processed_message_again(
-    make_consumer: MakeConsumer,
+    make_consumer: MakeConsumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before this change a queue consumer read an SNS envelope as a plain body: with key=None
     its records are keyed by the SQS messageId (what `sns_envelope="off"` still does). The new
-    default (`auto`) keys the same delivery by the SNS MessageId, so a message the previous
+    `auto` would key the same delivery by the SNS MessageId, so a message the previous
     version processed but whose delete was lost (or that was in flight at the deploy) finds no
     record under its new key and runs again: a double effect across the upgrade. With a body
     key on the envelope (key="MessageId", the only way to use the SNS id before), every
-    message now goes to the DLQ as MissingKey instead."""
+    message would go to the DLQ as MissingKey instead. Hence the default is off."""
+    monkeypatch.delenv("SNS_ENVELOPE", raising=False)  # the default, whatever ran before
     envelope = {
         "Type": "Notification",
         "MessageId": "11111111-2222-3333-4444-555555555555",

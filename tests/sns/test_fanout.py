@@ -175,10 +175,11 @@ def test_a_look_alike_body_is_not_unwrapped(
 
 
 def test_by_default_an_envelope_is_a_plain_body(
-    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer
+    sns: SNSClient, sqs: SQSClient, make_consumer: MakeConsumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Off unless asked: a consumer upgraded onto this version keys its messages as before
     (the construct turns it on for the queues it subscribes to a topic)."""
+    monkeypatch.delenv("SNS_ENVELOPE", raising=False)  # the default, whatever ran before
     topic, url = subscribed_queue(sns, sqs, raw=False)
     sns.publish(TopicArn=topic, Message=json.dumps({"orderId": "inner"}))
     (record,) = delivered(sqs, url)
