@@ -81,7 +81,7 @@ class ExactlyOnceStack(Stack):
             scope,
             settings.stack_name,
             stack_name=settings.stack_name,
-            description="Exactly-once on Lambda: queues, a topic, an HTTP API, DLQs, idempotency table",
+            description="Exactly-once on Lambda: queues, a topic, an HTTP API, DLQs, idempotency",
             synthesizer=local_synthesizer() if settings.local_stack else None,
             **kwargs,
         )
