@@ -9,7 +9,6 @@ import base64
 import json
 import sys
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -55,36 +54,36 @@ def test_a_default_consumer_upgraded_over_sns_envelopes_does_not_run_a_processed
 # -- finding 2: lock metrics printed from the batch's threads interleave -----------------------
 
 
-class _LambdaStdout:
-    """What the Lambda Python runtime makes of sys.stdout (awslambdaric's bootstrap wraps it in
-    `Unbuffered`, whose write is `stream.write(msg); stream.flush()`): the flush is a system
-    call, during which other threads run. The underlying stream itself is kept consistent."""
+class _WriteRecorder:
+    """Stands for sys.stdout and keeps every write call. The Lambda runtime flushes after each
+    write (awslambdaric's `Unbuffered`), and other threads run during that flush: only a line
+    written whole by one call is safe from another thread's line landing inside it."""
 
     def __init__(self) -> None:
-        self.chunks: list[str] = []
+        self.writes: list[str] = []
         self._guard = threading.Lock()
 
     def write(self, msg: str) -> int:
         with self._guard:
-            self.chunks.append(msg)
-        time.sleep(0.001)  # the flush: the GIL is released
+            self.writes.append(msg)
         return len(msg)
 
     def flush(self) -> None:
         pass
 
 
-def test_lock_metrics_from_a_concurrent_batch_stay_one_emf_document_per_line(
+def test_lock_metrics_from_a_concurrent_batch_are_each_one_whole_line_in_one_write(
     make_consumer: MakeConsumer, monkeypatch: pytest.MonkeyPatch, scope: str
 ) -> None:
     """`count_lock_event` runs on the batch's worker threads (claim and succeed are called from
     `processor.process`). Powertools prints a document and its newline as two writes, so two
     threads could put two documents on one line, and CloudWatch would drop both (a lost
     `Finished` trips the unfinished-work alarm, a lost `Started` hides lost work): each
-    document must be one write."""
+    document must be one write of one whole line. Checked per write call, so no timing is
+    involved."""
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     monkeypatch.delenv("POWERTOOLS_DEV", raising=False)
-    stdout = _LambdaStdout()
+    stdout = _WriteRecorder()
     monkeypatch.setattr(sys, "stdout", stdout)
     consumer = make_consumer(lambda body, ctx: None, concurrency=10)
     for batch in range(3):
@@ -92,18 +91,14 @@ def test_lock_metrics_from_a_concurrent_batch_stay_one_emf_document_per_line(
         assert consumer(event(*records), lambda_context()) == {"batchItemFailures": []}
     monkeypatch.undo()
 
-    lines = [line for line in "".join(stdout.chunks).splitlines() if line.strip()]
-    unreadable = []
+    metric_writes = [w for w in stdout.writes if '"_aws"' in w]
     names: list[str] = []
-    for line in lines:
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            unreadable.append(line[:120])
-            continue
+    for write in metric_writes:
+        assert write.endswith("\n")
+        assert write.count("\n") == 1  # one whole line per write
+        doc = json.loads(write)
         if doc.get("scope") == scope:
             names += [m["Name"] for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
-    assert unreadable == []  # no line holds two documents
     assert sorted(names) == ["Finished"] * 30 + ["Started"] * 30
 
 

@@ -222,3 +222,31 @@ def test_a_dead_lettered_envelope_keeps_its_envelope_for_a_replay(
     (letter,) = drain(sqs, queues.dlq_url)
     assert letter["Body"] == record["body"]  # as delivered: a replay is read the same way
     assert letter["MessageAttributes"]["eo-error-type"]["StringValue"] == "MissingKey"
+
+
+@pytest.mark.parametrize("raw_body", [False, True])
+def test_with_the_envelope_auto_a_record_without_a_body_still_goes_to_the_dlq(
+    make_consumer: MakeConsumer, sqs: SQSClient, queues: Queues, raw_body: bool
+) -> None:
+    record = sqs_record({"orderId": "no-body"})
+    del record["body"]
+    ran: list[Any] = []
+    consumer = make_consumer(
+        lambda body, ctx: ran.append(body), sns_envelope="auto", raw_body=raw_body
+    )
+    consumer(event(record), lambda_context())
+    assert [r.outcome for r in consumer.last_results] == [Outcome.PERMANENT]
+    (letter,) = drain(sqs, queues.dlq_url)
+    assert letter["MessageAttributes"]["eo-error-type"]["StringValue"] == "NonJsonBody"
+    assert ran == []
+
+
+def test_with_the_envelope_auto_a_raw_body_that_is_not_json_runs_as_it_is(
+    make_consumer: MakeConsumer,
+) -> None:
+    seen: list[Any] = []
+    consumer = make_consumer(
+        lambda body, ctx: seen.append(body), key=None, sns_envelope="auto", raw_body=True
+    )
+    consumer(event(sqs_record("plain text")), lambda_context())
+    assert seen == ["plain text"]

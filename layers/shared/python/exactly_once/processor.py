@@ -129,7 +129,9 @@ class RecordProcessor:
         except NonJsonBody:
             if mode == "on":
                 raise NotAnEnvelope("SNS_ENVELOPE=on, and the body is not JSON") from None
-            return message, parse_body(message, self.config.raw_body)
+            if not self.config.raw_body or message.body is None:
+                raise  # not JSON and not accepted raw, or no body at all
+            return message, message.body  # a raw body, as it is
         inner = unwrap(message, outer)
         if inner is not None:
             return inner, parse_body(inner, self.config.raw_body)
