@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks.settings import Settings
+from benchmarks.stores import StoreResults
 from local_aws.dynamodb_local import jar_dir
 
 
@@ -37,6 +38,25 @@ def describe(settings: Settings) -> dict[str, str]:
         ),
         "I/O-bound record": f"business function sleeps {settings.io_ms:g} ms",
         "Run": settings.name,
+    }
+
+
+def describe_postgres(result: StoreResults, settings: Settings) -> dict[str, str]:
+    """The Setup rows of the store comparison."""
+    trips = result.local_round_trip_s
+    return {
+        "PostgreSQL": (
+            f"{result.server_version} (local server, fsync off, loopback), "
+            f"psycopg {metadata.version('psycopg')}"
+        ),
+        "Injected latency, PostgreSQL": (
+            f"{settings.latency_ms:g} ms per round trip (a sleep in the counting proxy, "
+            "once per client flight)"
+        ),
+        "PostgreSQL round trip (warm, no injected latency)": (
+            f"{trips['direct'] * 1000:.2f} ms direct, {trips['through the proxy'] * 1000:.2f} ms "
+            "through the counting proxy (medians of SELECT 1)"
+        ),
     }
 
 

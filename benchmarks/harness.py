@@ -1,7 +1,8 @@
 """Run every measurement against one DynamoDB Local and collect the results.
 
 SQS is only needed for the layer's in-progress path (it hides the message until the holder's
-lease ends), so a moto server process provides it; DynamoDB is always DynamoDB Local.
+lease ends), so a moto server process provides it; DynamoDB is always DynamoDB Local. Given a
+PostgreSQL database, the layer also runs on it, side by side with DynamoDB (stores.py).
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-from benchmarks import api, calls, cpu, imports, memory, walltime
+from benchmarks import api, calls, cpu, imports, memory, stores, walltime
 from benchmarks.api import ApiResults
 from benchmarks.calls import CallCounts
 from benchmarks.cpu import CpuResult
-from benchmarks.environment import describe, load_average
+from benchmarks.environment import describe, describe_postgres, load_average
 from benchmarks.imports import ImportResult
 from benchmarks.memory import MemoryResult
 from benchmarks.rig import VARIANTS, Rig
 from benchmarks.settings import Settings
+from benchmarks.stores import StoreResults
 from benchmarks.walltime import WallResult
 from benchmarks.warmup import local_round_trip_s, warm_up
 from local_aws.moto_server import MotoServer
@@ -40,6 +42,7 @@ class Results:
     imports: ImportResult
     memory: MemoryResult
     api: ApiResults
+    stores: StoreResults | None = None  # DynamoDB vs PostgreSQL, when a server was given
 
     def wall_result(self, batch: int, io_bound: bool) -> WallResult:
         for result in self.wall:
@@ -73,9 +76,12 @@ class _InProcess:
     cpu: CpuResult
     cpu_no_latency: CpuResult | None
     api: ApiResults
+    stores: StoreResults | None
 
 
-def _in_process(rig: Rig, settings: Settings, progress: Progress) -> _InProcess:
+def _in_process(
+    rig: Rig, settings: Settings, progress: Progress, postgres_dsn: str | None
+) -> _InProcess:
     progress(f"warming DynamoDB Local up for {settings.warmup_s:g} s")
     warm_up(rig, settings.warmup_s)
     round_trip = local_round_trip_s(rig)
@@ -111,6 +117,10 @@ def _in_process(rig: Rig, settings: Settings, progress: Progress) -> _InProcess:
     api_calls = api.all_calls(rig, settings.api_call_requests)
     progress(f"API: overhead per request, {settings.api_repetitions}x{settings.api_requests} keys")
     api_timings = api.measure(rig, settings.api_requests, settings.api_repetitions)
+    store_results = None
+    if postgres_dsn is not None:
+        progress("the store: DynamoDB vs PostgreSQL, round trips and latency per record")
+        store_results = stores.measure(rig, postgres_dsn, settings)
     return _InProcess(
         round_trip,
         round_trip_10,
@@ -119,6 +129,7 @@ def _in_process(rig: Rig, settings: Settings, progress: Progress) -> _InProcess:
         cpu_result,
         no_latency,
         ApiResults(api_calls, api_timings),
+        store_results,
     )
 
 
@@ -134,11 +145,18 @@ def bench_rig(dynamodb_endpoint: str, settings: Settings) -> Iterator[Rig]:
             rig.drop_tables()
 
 
-def run(dynamodb_endpoint: str, settings: Settings, progress: Progress = lambda _: None) -> Results:
+def run(
+    dynamodb_endpoint: str,
+    settings: Settings,
+    progress: Progress = lambda _: None,
+    postgres_dsn: str | None = None,
+) -> Results:
+    """Everything, against DynamoDB Local; with `postgres_dsn` (a migrated database) the layer
+    on PostgreSQL too, side by side with DynamoDB."""
     load_before = load_average()
     with bench_rig(dynamodb_endpoint, settings) as rig:
         with quiet_stdout():
-            measured = _in_process(rig, settings, progress)
+            measured = _in_process(rig, settings, progress, postgres_dsn)
         progress("peak memory")
         memory_result = memory.measure(
             dynamodb_endpoint,
@@ -154,6 +172,8 @@ def run(dynamodb_endpoint: str, settings: Settings, progress: Progress = lambda 
         f"{measured.round_trip_10_s * 1000:.1f} ms each with 10 in flight from one process "
         "(medians)"
     )
+    if measured.stores is not None:
+        environment.update(describe_postgres(measured.stores, settings))
     environment["Load average (1 min) at start / end"] = f"{load_before} / {load_average()}"
     return Results(
         settings,
@@ -165,4 +185,5 @@ def run(dynamodb_endpoint: str, settings: Settings, progress: Progress = lambda 
         import_result,
         memory_result,
         measured.api,
+        measured.stores,
     )

@@ -12,6 +12,7 @@ from benchmarks.cpu import ONE_THREAD
 from benchmarks.harness import Results
 from benchmarks.memory import BASELINE
 from benchmarks.rig import Variant
+from benchmarks.stores import BACKENDS, Backend, StoreCase, StoreResults
 from benchmarks.targets import CLOSE, Target
 
 LAYER, POWERTOOLS = Variant.LAYER, Variant.POWERTOOLS
@@ -132,6 +133,103 @@ def _api_timings(results: Results) -> str:
     return _table(header, rows)
 
 
+def _store_trips(stores: StoreResults) -> str:
+    rows = []
+    for case in StoreCase:
+        dynamodb = stores.trips(Backend.DYNAMODB, case)
+        postgres = stores.trips(Backend.POSTGRES, case)
+        rows.append(
+            [
+                str(case),
+                f"**{dynamodb.per_record():g}**",
+                dynamodb.breakdown(),
+                f"**{postgres.per_record():g}**",
+                postgres.breakdown(),
+            ]
+        )
+    header = ["Record is", "DynamoDB: round trips", "DynamoDB: API calls"]
+    return _table([*header, "PostgreSQL: round trips", "PostgreSQL: statements"], rows)
+
+
+def _store_latency(stores: StoreResults) -> str:
+    rows = []
+    for case in StoreCase:
+        cells = [str(case)]
+        for backend in BACKENDS:
+            samples = stores.latency[(backend, case)]
+            cells.append(
+                f"{_ms(stores.median(backend, case))} ({_ms(min(samples))} to {_ms(max(samples))})"
+            )
+        ratio = stores.median(Backend.POSTGRES, case) / stores.median(Backend.DYNAMODB, case)
+        cells.append(f"**{ratio:.2f}**")
+        rows.append(cells)
+    header = ["Record is", "DynamoDB (ms, median; range)", "PostgreSQL (ms, median; range)"]
+    return _table([*header, "PostgreSQL / DynamoDB"], rows)
+
+
+def _stores(results: Results) -> str:
+    stores = results.stores
+    if stores is None:
+        return ""
+    s = results.settings
+    opened = (
+        "no connection was opened"
+        if not stores.connections_opened
+        else f"{stores.connections_opened} connection(s) were opened"
+    )
+    return f"""
+## The store: DynamoDB or PostgreSQL
+
+The layer's consumer, `@sqs_consumer(key="orderId")`, on each of its stores: `table_name=`
+(DynamoDB Local) or `dsn=` (a local PostgreSQL server), the same business function, side by
+side in one run. A new key is acquired and completed; a duplicate is the same batch delivered
+again; "new key + effect" also writes one ledger entry with `exactly_once.ledger.record_effect`:
+on DynamoDB a `TransactWriteItems` fenced on the lock, on PostgreSQL an `INSERT` in
+`ctx.transaction`, which commits with the fenced completion. Each path is checked: the business
+function runs once per new key and never for a duplicate, and no record fails.
+
+Round trips: for DynamoDB, API calls (the botocore hook above; each is one HTTP request). For
+PostgreSQL, client flights on the wire, counted by a loopback TCP proxy in front of the server
+(`benchmarks/pg_proxy.py`): a flight opens with the client's first byte while nothing is
+outstanding and closes when the server has answered each of its Syncs and Queries with
+ReadyForQuery, and is named by the statements it carries. So it also counts what the driver
+sends on its own: psycopg's `BEGIN` before the first statement of a transaction, and a
+statement it prepares. Connection start-ups are not counted (nor are DynamoDB's TCP
+connections). Before counting, the PostgreSQL consumers ran until a whole round opened no
+connection and prepared no statement ({stores.warmup_rounds} rounds); while counting and
+timing, {opened}. {stores.records} records per row.
+
+{_store_trips(stores)}
+
+Latency: one record per invocation (a batch of 1), wall time of the whole invocation, both
+stores interleaved case by case with the one that goes first alternating,
+{stores.repetitions} repetitions per case. Each round trip pays the same injected
+{s.latency_ms:g} ms on both: the botocore `before-send` sleep for DynamoDB, a sleep in the
+proxy once per flight for PostgreSQL. The rest is each local server's own time per round trip
+(see Setup: they differ, and neither is what a deployment in a region would see) and the
+layer's own work.
+
+{_store_latency(stores)}
+
+{_effect_cost(stores)}
+"""
+
+
+def _effect_cost(stores: StoreResults) -> str:
+    extra = {
+        b: stores.trips(b, StoreCase.EFFECT).per_record()
+        - stores.trips(b, StoreCase.NEW).per_record()
+        for b in BACKENDS
+    }
+    return (
+        f"The effect adds {extra[Backend.DYNAMODB]:g} round trip(s) per record on DynamoDB and "
+        f"{extra[Backend.POSTGRES]:g} on PostgreSQL. On DynamoDB it is the transaction (the "
+        "completion stays an `UpdateItem`); on PostgreSQL the `BEGIN` psycopg sends for the "
+        "transaction and the `INSERT`, each a round trip of its own (the completion becomes an "
+        "`UPDATE` inside the transaction, sent with its `COMMIT` in one round trip)."
+    )
+
+
 def _imports(results: Results) -> str:
     r = results.imports
     rows = [
@@ -198,7 +296,8 @@ against the same DynamoDB Local:
   `event_key_jmespath="powertools_json(body).orderId"`.
 
 The HTTP API section compares `@idempotent_api` with Powertools' `@idempotent` the same way, on
-the same API Gateway requests.
+the same API Gateway requests. The store section compares the layer on DynamoDB with the layer
+on PostgreSQL: round trips and latency per record.
 
 Both run the same business function, and every DynamoDB (and SQS) request of either is delayed
 by the same {s.latency_ms:g} ms sleep in a botocore `before-send` hook, on top of DynamoDB
@@ -285,7 +384,7 @@ each, which neither library's code spends. The target is on the CPU ratio.
 The layer's overhead includes what Powertools does not do by default: it fingerprints the
 request (a reused key with another body is answered 422), reads the caller from the
 authorizer, logs one structured line and emits one EMF metrics document per request.
-
+{_stores(results)}
 ## Cold-start imports
 
 Each row is a fresh `python -c` process (interpreter start-up excluded), bytecode already

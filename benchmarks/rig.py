@@ -18,7 +18,7 @@ from benchmarks.api_handlers import Api, layer_api, powertools_api
 from benchmarks.business import Work
 from benchmarks.consumers import Consumer, layer_consumer, powertools_consumer
 from benchmarks.instrument import CallCounter, add_latency
-from local_aws.tables import create_idempotency_table, create_powertools_table
+from local_aws.tables import create_idempotency_table, create_ledger_table, create_powertools_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -62,6 +62,11 @@ class Rig:
         return f"bench-powertools-{self.run_id}"
 
     @property
+    def ledger_table(self) -> str:
+        """The effects ledger of the store comparison's fenced effect (stores.py)."""
+        return f"bench-ledger-{self.run_id}"
+
+    @property
     def scope(self) -> str:
         return f"bench-{self.run_id}"
 
@@ -94,10 +99,11 @@ class Rig:
         admin: DynamoDBClient = self.client("dynamodb")
         create_idempotency_table(admin, self.layer_table)
         create_powertools_table(admin, self.powertools_table)
+        create_ledger_table(admin, self.ledger_table)
 
     def drop_tables(self) -> None:
         admin: DynamoDBClient = self.client("dynamodb")
-        for name in (self.layer_table, self.powertools_table):
+        for name in (self.layer_table, self.powertools_table, self.ledger_table):
             admin.delete_table(TableName=name)
 
     def consumer(

@@ -1,6 +1,7 @@
 """`python -m benchmarks.run [--full]`: measure, write docs/benchmarks.md and .png, check targets.
 
-Starts its own DynamoDB Local (and moto for SQS), and exits 1 when a target is missed.
+Starts its own DynamoDB Local (and moto for SQS) and PostgreSQL server, and exits 1 when a
+target is missed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from benchmarks import chart, harness, report
 from benchmarks.settings import FULL, QUICK
 from benchmarks.targets import Target, all_passed, evaluate
 from local_aws.dynamodb_local import DynamoDBLocal
+from local_aws.local_postgres import LocalPostgres
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 console = Console(stderr=True)
@@ -38,9 +40,13 @@ def main(
     out: Annotated[Path, typer.Option(help="Folder for benchmarks.md and benchmarks.png.")] = DOCS,
 ) -> None:
     settings = FULL if full else QUICK
-    with DynamoDBLocal() as server:
+    # fsync off: DynamoDB Local keeps its tables in memory, so neither server waits on a disk.
+    with DynamoDBLocal() as server, LocalPostgres(fsync=False) as postgres:
         results = harness.run(
-            server.endpoint, settings, progress=lambda step: console.log(f"[bold]{step}")
+            server.endpoint,
+            settings,
+            progress=lambda step: console.log(f"[bold]{step}"),
+            postgres_dsn=postgres.dsn,
         )
     targets = evaluate(results)
     out.mkdir(parents=True, exist_ok=True)

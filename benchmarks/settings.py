@@ -30,6 +30,7 @@ class Settings:
     api_call_requests: int = 10  # first requests, then each replayed, when counting API calls
     api_requests: int = 100  # keys per API timing sample (each: a first request and a replay)
     api_repetitions: int = 7
+    store_repetitions: int = 30  # single-record invocations per case, DynamoDB vs PostgreSQL
 
 
 FULL = Settings(name="full")
@@ -50,6 +51,7 @@ QUICK = Settings(
     memory_runs=1,
     api_requests=30,
     api_repetitions=5,
+    store_repetitions=10,
 )
 # tests/bench: every measurement once, so CI proves the pipeline behind the report still runs
 # end to end. Its times are not checked (too few samples, on a shared machine); its call counts are.
@@ -68,6 +70,7 @@ SMOKE = Settings(
     memory_runs=1,
     api_requests=1,
     api_repetitions=1,
+    store_repetitions=1,
 )
 
 

@@ -9,6 +9,7 @@ from benchmarks.calls import Case
 from benchmarks.harness import Results
 from benchmarks.imports import BARE, LAYER
 from benchmarks.rig import Variant
+from benchmarks.stores import Backend, StoreCase
 
 # Only `make bench` checks these: `make test` asserts no wall-clock time, because a loaded
 # machine skews it (tests/bench checks the call counts and the batch's concurrency exactly).
@@ -22,6 +23,9 @@ MAX_IMPORT_OVER_BOTO3_S = 0.020
 # caller's scope, a log line and an EMF document), so it is not held to parity.
 API_EXPECTED_CALLS = {ApiCase.FIRST: 2, ApiCase.REPLAY: 1}
 MAX_API_CPU_RATIO = 1.5
+# The PostgreSQL store's acquire is one statement (INSERT ... ON CONFLICT DO UPDATE ... RETURNING,
+# the refusing row in the same reply): one round trip for a new key and for a duplicate alike.
+PG_ACQUIRE_ROUND_TRIPS = {StoreCase.NEW: 1, StoreCase.DUPLICATE: 1}
 CLOSE = 0.10  # within 10% of its threshold, a result can flip between runs on the same machine
 
 
@@ -87,6 +91,25 @@ def evaluate(results: Results) -> list[Target]:
         )
     )
     targets += _api_targets(results)
+    targets += _store_targets(results)
+    return targets
+
+
+def _store_targets(results: Results) -> list[Target]:
+    if results.stores is None:
+        return []
+    targets = []
+    for case, want in PG_ACQUIRE_ROUND_TRIPS.items():
+        trips = results.stores.trips(Backend.POSTGRES, case)
+        got = trips.per_record("acquire")
+        targets.append(
+            Target(
+                f"PostgreSQL: acquire round trips per record, {case}",
+                f"= {want}",
+                f"{got:g} (all round trips: {trips.per_record():g}, {trips.breakdown()})",
+                got == want,
+            )
+        )
     return targets
 
 

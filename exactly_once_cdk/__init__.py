@@ -1,5 +1,5 @@
-"""CDK constructs for exactly-once consumers: the table, the layer, the consumer, the HTTP API,
-the SNS topic and its direct subscriber, the monitor.
+"""CDK constructs for exactly-once consumers: the table (or the PostgreSQL database), the layer,
+the consumer, the HTTP API, the SNS topic and its direct subscriber, the monitor.
 
 Import from here in your own CDK app (`pip install 'exactly-once-sqs[cdk]'`); each construct has
 secure defaults and takes keywords to override them. The names load on first use, so the
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from exactly_once_cdk.http_api import IdempotentHttpApi as IdempotentHttpApi
     from exactly_once_cdk.layer import ExactlyOnceLayer as ExactlyOnceLayer
     from exactly_once_cdk.lock_monitor import StuckLockMonitor as StuckLockMonitor
+    from exactly_once_cdk.postgres_store import IdempotencyDatabase as IdempotencyDatabase
     from exactly_once_cdk.subscriber import IdempotentSubscriber as IdempotentSubscriber
     from exactly_once_cdk.tables import IdempotencyTable as IdempotencyTable
     from exactly_once_cdk.tables import LedgerTable as LedgerTable
@@ -29,6 +30,7 @@ _HOMES = {
     "ExactlyOnceDashboard": "dashboard",
     "ExactlyOnceLayer": "layer",
     "FunctionOptions": "functions",
+    "IdempotencyDatabase": "postgres_store",
     "IdempotencyTable": "tables",
     "IdempotentConsumer": "consumer",
     "IdempotentHttpApi": "http_api",
@@ -42,6 +44,7 @@ __all__ = [
     "ExactlyOnceDashboard",
     "ExactlyOnceLayer",
     "FunctionOptions",
+    "IdempotencyDatabase",
     "IdempotencyTable",
     "IdempotentConsumer",
     "IdempotentHttpApi",

@@ -26,7 +26,8 @@ from exactly_once_cdk.alarms import (
 )
 from exactly_once_cdk.consumer_rules import check_consumer, queue_name, visibility_timeout_seconds
 from exactly_once_cdk.functions import FunctionOptions, store_function
-from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+from exactly_once_cdk.record_store import RecordStore
+from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
@@ -58,6 +59,9 @@ def _check_visibility(
 class IdempotentConsumer(Construct):
     """One consumer: its own queue, DLQ, function and mapping; the table and layer are shared.
 
+    `table` is the idempotency store: an `IdempotencyTable` (DynamoDB) or an
+    `IdempotencyDatabase` (PostgreSQL, which puts the function in its VPC).
+
     `code` and `handler` are your function (a handler wrapped in `exactly_once.sqs_consumer`).
     `idempotency_scope` is the first half of every record id; it defaults to the construct id
     in lower case. With `outputs`, the stack gets `<Id>QueueUrl`, `<Id>DeadLetterQueueUrl`,
@@ -70,7 +74,7 @@ class IdempotentConsumer(Construct):
         construct_id: str,
         *,
         code: lambda_.Code,
-        table: IdempotencyTable,
+        table: RecordStore,
         layer: lambda_.ILayerVersion,
         handler: str = "handler.handle",
         idempotency_scope: str | None = None,

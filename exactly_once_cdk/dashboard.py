@@ -1,5 +1,5 @@
 """`ExactlyOnceDashboard` (optional): one CloudWatch dashboard for consumers, HTTP APIs, topics,
-SNS subscribers, tables and the monitor."""
+SNS subscribers, tables (or the PostgreSQL database) and the monitor."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from constructs import Construct
 from exactly_once_cdk.consumer import IdempotentConsumer
 from exactly_once_cdk.http_api import IdempotentHttpApi
 from exactly_once_cdk.lock_monitor import StuckLockMonitor
+from exactly_once_cdk.postgres_store import IdempotencyDatabase
 from exactly_once_cdk.subscriber import IdempotentSubscriber
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 from exactly_once_cdk.topic import IdempotentTopic
@@ -20,7 +21,8 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
     """A row per consumer (queue, DLQ, function, started minus finished), per HTTP API
     (requests, latency, function, started minus finished), per topic (published, delivered,
     failed) and per SNS subscriber (DLQ, function, asynchronous invocations, started minus
-    finished), then table throttles and the monitor."""
+    finished), then table throttles (or the database's capacity and connections) and the
+    monitor."""
 
     def __init__(
         self,
@@ -33,6 +35,7 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
         apis: Sequence[IdempotentHttpApi] = (),
         topics: Sequence[IdempotentTopic] = (),
         subscribers: Sequence[IdempotentSubscriber] = (),
+        database: IdempotencyDatabase | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         rows: list[IdempotentConsumer | IdempotentHttpApi | IdempotentTopic | IdempotentSubscriber]
@@ -48,6 +51,8 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
                     width=12,
                 )
             )
+        if database is not None:
+            bottom.extend(database.dashboard_widgets())
         if monitor is not None:
             bottom.extend(monitor.dashboard_widgets())
         if bottom:

@@ -1,7 +1,8 @@
 """Lambda functions built one way: Python 3.14 on arm64, JSON logs, own log group and role.
 
 The role starts empty (no AWSLambdaBasicExecutionRole, whose log permissions cover every log
-group in the account); callers add exactly the statements their function needs.
+group in the account); callers add exactly the statements their function needs. A function put
+in a VPC (the PostgreSQL store's) also gets the network-interface actions Lambda attaches it with.
 """
 
 from __future__ import annotations
@@ -17,13 +18,24 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 if TYPE_CHECKING:
-    from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+    from exactly_once_cdk.record_store import RecordStore
+    from exactly_once_cdk.tables import LedgerTable
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 ARCHITECTURE = lambda_.Architecture.ARM_64
 ASSET_EXCLUDES = ["__pycache__", "*.pyc", "tests"]
 # Set by the construct and relied on (grants, log group, visibility rule): not overridable.
 MANAGED_PROPS = frozenset({"role", "log_group", "timeout", "code", "handler"})
+# What Lambda does with the function's role to attach it to a VPC: the EC2 half of
+# AWSLambdaVPCAccessExecutionRole, which CDK adds only to roles it creates itself.
+VPC_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
 
 _RETENTION_NAMES = {
     1: "ONE_DAY",
@@ -83,7 +95,10 @@ def python_function(
     timeout: Duration,
     memory_size: int,
     options: FunctionOptions,
+    network: Mapping[str, Any] | None = None,
 ) -> BuiltFunction:
+    """`network`: the `vpc`, `vpc_subnets` and `security_groups` keywords of a function that
+    must reach something inside a VPC (`RecordStore.function_network`)."""
     log_group = logs.LogGroup(
         scope,
         f"{construct_id}Logs",
@@ -128,8 +143,11 @@ def python_function(
         "application_log_level_v2": lambda_.ApplicationLogLevel.INFO,
         "system_log_level_v2": lambda_.SystemLogLevel.WARN,
         "tracing": lambda_.Tracing.ACTIVE if options.tracing else lambda_.Tracing.DISABLED,
+        **(network or {}),
         **overrides,
     }
+    if props.get("vpc") is not None:
+        _allow_vpc_attachment(role)
     function = lambda_.Function(scope, construct_id, **props)
     if props["tracing"] == lambda_.Tracing.ACTIVE:
         Validations.of(role).acknowledge(
@@ -142,9 +160,26 @@ def python_function(
     return BuiltFunction(function=function, role=role, log_group=log_group)
 
 
+def _allow_vpc_attachment(role: iam.Role) -> None:
+    """Added before the function, so the function depends on it: Lambda checks these actions
+    when it creates the function and manages the function's network interfaces with them."""
+    role.add_to_policy(
+        iam.PolicyStatement(sid="AttachToVpc", actions=list(VPC_ACTIONS), resources=["*"])
+    )
+    Validations.of(role).acknowledge(
+        Acknowledgment(
+            id="AwsSolutions-IAM5[Resource::*]",
+            reason="Lambda's VPC attachment (AttachToVpc): ec2:CreateNetworkInterface and the "
+            "ec2:Describe* actions work only on Resource '*' (Lambda developer guide, "
+            "AWSLambdaVPCAccessExecutionRole); the network interfaces do not exist before Lambda "
+            "creates them, so there is no ARN to name.",
+        )
+    )
+
+
 def store_environment(
     *,
-    table_name: str,
+    store_variables: Mapping[str, str],
     ledger_table_name: str | None,
     scope_variable: str,
     scope: str,
@@ -153,10 +188,11 @@ def store_environment(
     block_expired_leases: bool,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The variables every entry point's function reads (exactly_once.config.store_settings),
-    plus its scope under its own name (CONSUMER_SCOPE, API_SCOPE); `extra` adds or overrides."""
+    """The variables every entry point's function reads (exactly_once.config.store_settings):
+    the store's own (`RecordStore.function_environment`), the ledger's, and its scope under its
+    own name (CONSUMER_SCOPE, API_SCOPE); `extra` adds or overrides."""
     return {
-        "IDEMPOTENCY_TABLE": table_name,
+        **store_variables,
         **({"LEDGER_TABLE": ledger_table_name} if ledger_table_name else {}),
         scope_variable: scope,
         "POWERTOOLS_SERVICE_NAME": scope,
@@ -174,7 +210,7 @@ def store_function(
     handler: str,
     description: str,
     layer: lambda_.ILayerVersion,
-    table: IdempotencyTable,
+    table: RecordStore,
     ledger: LedgerTable | None,
     scope_variable: str,
     idempotency_scope: str,
@@ -188,7 +224,8 @@ def store_function(
 ) -> BuiltFunction:
     """An entry point's function ("Function": a consumer's, an HTTP API's, an SNS
     subscriber's): the store's variables (`store_environment`) with `environment` over them,
-    and its role granted the records of `table` and appends to `ledger`."""
+    its network (a VPC for PostgreSQL), and its role granted the records of `table` (a
+    `RecordStore`: DynamoDB's table or PostgreSQL's database) and appends to `ledger`."""
     built = python_function(
         scope,
         "Function",
@@ -197,7 +234,7 @@ def store_function(
         description=description,
         layers=[layer],
         environment=store_environment(
-            table_name=table.table_name,
+            store_variables=table.function_environment,
             ledger_table_name=ledger.table_name if ledger else None,
             scope_variable=scope_variable,
             scope=idempotency_scope,
@@ -209,8 +246,10 @@ def store_function(
         timeout=timeout,
         memory_size=memory_size,
         options=options,
+        network=table.function_network,
     )
     table.grant_records(built.role)
+    table.wait_for_schema(built.function)
     if ledger is not None:
         ledger.grant_append(built.role)
     return built

@@ -30,7 +30,8 @@ from exactly_once_cdk import outputs as names
 from exactly_once_cdk.alarms import ALARM_PERIOD, AlarmSpec, function_alarms
 from exactly_once_cdk.consumer import LEASE_MARGIN, METRICS_NAMESPACE
 from exactly_once_cdk.functions import FunctionOptions, store_function
-from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+from exactly_once_cdk.record_store import RecordStore
+from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
@@ -100,6 +101,9 @@ def check_timeout(construct_id: str, timeout: Duration) -> None:
 class IdempotentHttpApi(Construct):
     """An HTTP API whose routes all call one function; the table and layer are shared.
 
+    `table` is the idempotency store: an `IdempotencyTable` (DynamoDB) or an
+    `IdempotencyDatabase` (PostgreSQL, which puts the function in its VPC).
+
     `code` and `handler` are your function (a handler wrapped in `exactly_once.idempotent_api`).
     `idempotency_scope` is the first half of every record id (`API_SCOPE`); it defaults to the
     construct id in lower case. `authorizer` defaults to IAM (`HttpIamAuthorizer`): callers sign
@@ -117,7 +121,7 @@ class IdempotentHttpApi(Construct):
         construct_id: str,
         *,
         code: lambda_.Code,
-        table: IdempotencyTable,
+        table: RecordStore,
         layer: lambda_.ILayerVersion,
         handler: str = "handler.handle",
         routes: Sequence[tuple[str, str]] = ROUTES,

@@ -1,7 +1,8 @@
 """`StuckLockMonitor` (opt-in): a scheduled function that counts stuck locks and FAILED records.
 
 Its code ships with these constructs (`monitor_function/`) and runs on the `ExactlyOnceLayer`;
-it reads only the sparse pending index, never the whole table.
+it reads only the pending records (DynamoDB's sparse index, PostgreSQL's partial index), never
+the whole store.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from constructs import Construct
 from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
 from exactly_once_cdk.consumer import METRICS_NAMESPACE
 from exactly_once_cdk.functions import ASSET_EXCLUDES, FunctionOptions, python_function
-from exactly_once_cdk.tables import IdempotencyTable
+from exactly_once_cdk.record_store import RecordStore
 
 SERVICE_NAME = "lock_monitor"  # Powertools adds it as the `service` dimension of every metric
 STUCK_LOCKS = "StuckLocks"
@@ -55,7 +56,7 @@ class StuckLockMonitor(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        table: IdempotencyTable,
+        table: RecordStore,
         layer: lambda_.ILayerVersion,
         interval: Duration = INTERVAL,
         alarm_topic: sns.ITopic | None = None,
@@ -73,16 +74,18 @@ class StuckLockMonitor(Construct):
             description="Counts stuck idempotency locks and FAILED records as metrics",
             layers=[layer],
             environment={
-                "IDEMPOTENCY_TABLE": table.table_name,
+                **table.function_environment,
                 "POWERTOOLS_SERVICE_NAME": service_name,
                 "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
             },
             timeout=Duration.seconds(60),
             memory_size=256,
             options=function_options or FunctionOptions(),
+            network=table.function_network,
         )
         self.function = built.function
         table.grant_pending_query(built.role)
+        table.wait_for_schema(self.function)
         self.rule = events.Rule(
             self,
             "Schedule",

@@ -17,6 +17,8 @@ API_URL = "Url"  # an HTTP API's invoke URL (ends in "/")
 API_ID = "ApiId"
 TOPIC_ARN = "TopicArn"
 IDEMPOTENCY_TABLE = "IdempotencyTableName"
+# The PostgreSQL store's libpq DSN (RDS Proxy, no password: IAM auth), instead of the table's name.
+IDEMPOTENCY_DSN = "IdempotencyDsn"
 LEDGER_TABLE = "LedgerTableName"
 # Only on stacks deployed into the local emulator: DynamoDB Local's endpoint, apart from moto's.
 LOCAL_DYNAMODB_ENDPOINT = "LocalDynamoDbEndpoint"

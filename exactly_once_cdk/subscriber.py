@@ -43,7 +43,8 @@ from exactly_once_cdk.consumer import (
 )
 from exactly_once_cdk.consumer_rules import queue_name
 from exactly_once_cdk.functions import FunctionOptions, store_function
-from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
+from exactly_once_cdk.record_store import RecordStore
+from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
@@ -79,7 +80,8 @@ def check_async(construct_id: str, retry_attempts: int, max_event_age: Duration)
 
 class IdempotentSubscriber(Construct):
     """One direct subscriber: its function, DLQ, subscription and asynchronous-invocation
-    config; the table and layer are shared.
+    config; the table and layer are shared. `table` is the idempotency store: an
+    `IdempotencyTable` (DynamoDB) or an `IdempotencyDatabase` (PostgreSQL, in its VPC).
 
     `code` and `handler` are your function (a handler wrapped in `exactly_once.sns_subscriber`).
     `idempotency_scope` is the first half of every record id (`SUBSCRIBER_SCOPE`); it defaults
@@ -100,7 +102,7 @@ class IdempotentSubscriber(Construct):
         *,
         topic: sns.ITopic,
         code: lambda_.Code,
-        table: IdempotencyTable,
+        table: RecordStore,
         layer: lambda_.ILayerVersion,
         handler: str = "handler.handle",
         idempotency_scope: str | None = None,

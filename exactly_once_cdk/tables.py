@@ -6,6 +6,7 @@ kept on stack deletion, deletion protection); every `TableProps` keyword overrid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
@@ -133,6 +134,19 @@ class IdempotencyTable(_AlarmedTable):
     @property
     def pending_index_arn(self) -> str:
         return f"{self.table_arn}/index/{schema.PENDING_INDEX}"
+
+    # The `RecordStore` shape (record_store.py), shared with `IdempotencyDatabase`.
+    @property
+    def function_environment(self) -> Mapping[str, str]:
+        return {"IDEMPOTENCY_TABLE": self.table_name}
+
+    @property
+    def function_network(self) -> Mapping[str, Any]:
+        """Nothing: DynamoDB is reached over its public endpoint, no VPC needed."""
+        return {}
+
+    def wait_for_schema(self, function: Construct) -> None:
+        """Nothing to wait for: the table's keys and index are the whole schema."""
 
     def grant_records(self, grantee: iam.IGrantable) -> None:
         """What a consumer's function needs: read and write single records, nothing more."""

@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 
 from exactly_once_cli.common import stdout
-from fault_injection.consumers import CONSUMERS, by_names
+from fault_injection.consumers import CONSUMERS, DEFAULT_CONSUMERS, POSTGRES_CONSUMERS, by_names
 from fault_injection.page import write_page
 from fault_injection.report import print_report
 from fault_injection.runner import run_chaos
-from fault_injection.settings import ChaosSettings, FaultRates
+from fault_injection.settings import ChaosSettings, FaultRates, StoreKind
 
 Rate = Annotated[float, typer.Option(min=0.0, max=1.0)]
 
@@ -21,8 +21,12 @@ Rate = Annotated[float, typer.Option(min=0.0, max=1.0)]
 def chaos_cmd(
     messages: Annotated[int, typer.Option(min=1, help="Messages to send per consumer.")] = 10_000,
     consumers: Annotated[
-        str, typer.Option(help=f"Comma-separated, from: {', '.join(CONSUMERS)}.")
-    ] = "layer,layer-unfenced,powertools",
+        str | None,
+        typer.Option(
+            help=f"Comma-separated, from: {', '.join(CONSUMERS)} (on PostgreSQL: "
+            f"{', '.join(POSTGRES_CONSUMERS)}). Default: all of them."
+        ),
+    ] = None,
     duplicates: Annotated[
         float, typer.Option(min=0.0, max=0.9, help="Share of sends repeating an earlier body.")
     ] = 0.10,
@@ -37,8 +41,23 @@ def chaos_cmd(
         float, typer.Option(min=0.0, max=1.0, help="Share of keys that SIGSTOP their worker.")
     ] = 0.003,
     throttle: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Share of DynamoDB requests throttled.")
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Share of DynamoDB requests throttled (on PostgreSQL: of the store's acquire, "
+            "write and commit statements whose connection drops before they are sent).",
+        ),
     ] = 0.05,
+    lost_reply: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="PostgreSQL only: share of the store's acquire, write, completion and commit "
+            "statements applied, then their reply lost.",
+        ),
+    ] = 0.01,
     delete_failure: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Share of SQS deletes dropped.")
     ] = 0.03,
@@ -53,6 +72,14 @@ def chaos_cmd(
     markdown: Annotated[
         Path | None, typer.Option(help="Also write the report as a Markdown page here.")
     ] = None,
+    store: Annotated[
+        StoreKind,
+        typer.Option(
+            help="The layer's idempotency store. postgres: a local PostgreSQL server, the "
+            "effect written in the same transaction as the completion (write its page with "
+            "--markdown docs/chaos-postgres.md)."
+        ),
+    ] = StoreKind.DYNAMODB,
 ) -> None:
     """Inject crashes, zombies, throttles, lost deletes, duplicates and poison; check the books.
 
@@ -70,15 +97,23 @@ def chaos_cmd(
             zombie=zombie,
             throttle=throttle,
             delete_failure=delete_failure,
+            lost_reply=lost_reply,
         ),
         seed=seed,
         workers=workers,
         work_ms=work_ms,
         pause_s=pause,
         drain_timeout_s=timeout,
+        store=store,
     )
+    if store is StoreKind.POSTGRES and markdown is not None and markdown.name == "chaos.md":
+        raise typer.BadParameter(
+            "docs/chaos.md is the DynamoDB run's page; write this one to docs/chaos-postgres.md",
+            param_hint="--markdown",
+        )
+    names = consumers if consumers is not None else DEFAULT_CONSUMERS[store]
     try:
-        kinds = by_names([name.strip() for name in consumers.split(",") if name.strip()])
+        kinds = by_names([name.strip() for name in names.split(",") if name.strip()], store)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--consumers") from exc
     result = run_chaos(settings, kinds, console)

@@ -1,7 +1,8 @@
 """`workload` and `report`: `run`'s two halves, against a stack that stays up (`eonce up`).
 
 `workload` sends the demo workload and records what must hold; `report` waits for the queues
-to drain and prints `run`'s table, checked against the ledger.
+to drain and prints `run`'s table, checked against the ledger (PostgreSQL's, when the local
+stack runs on that store).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from exactly_once_cdk.outputs import LEDGER_TABLE
 from exactly_once_cli import workload_options as opts
 from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
 from exactly_once_cli.run import drain, print_sent, render
+from exactly_once_cli.store_target import database_errors, recorded_dsn
 from exactly_once_cli.up import state_paths
 from exactly_once_ops.local_state import serving
 from exactly_once_ops.targets import DEFAULT_STACK, stack_outputs
-from local_aws.demo import Workload
+from local_aws.demo import DynamoLedger, LedgerReader, Workload
 from local_aws.demo_report import build_report
 from local_aws.demo_workload import CONSUMERS, SentWorkload, send_workload
+from local_aws.pg_ledger import PostgresLedger
 
 RecordOption = Annotated[
     Path | None,
@@ -112,17 +115,24 @@ def report_cmd(
     sqs = target.sqs()
     queue_urls = [outputs[f"{name}QueueUrl"] for name in sent.sent]
     drained = drain(sqs, queue_urls, sum(sent.sent.values()), timeout)
-    ddb = target.client("dynamodb", target.endpoint("dynamodb", outputs))
+    dsn = recorded_dsn(target.endpoint_url, stack)
+    ledger: LedgerReader
+    if dsn:
+        ledger = PostgresLedger(dsn)
+    else:
+        ddb = target.client("dynamodb", target.endpoint("dynamodb", outputs))
+        ledger = DynamoLedger(ddb, outputs[LEDGER_TABLE])
     elapsed = time.time() - datetime.fromisoformat(sent.sent_at).timestamp()
-    report = build_report(
-        sqs,
-        ddb,
-        outputs,
-        sent,
-        totals=_totals(ctx, stack),
-        drained=drained,
-        elapsed_s=elapsed,
-    )
+    with database_errors(dsn):
+        report = build_report(
+            sqs,
+            ledger,
+            outputs,
+            sent,
+            totals=_totals(ctx, stack),
+            drained=drained,
+            elapsed_s=elapsed,
+        )
     render(report, stdout(), title=f"Exactly-once workload {sent.run_id}")
     if not report.ok:
         raise typer.Exit(1)

@@ -30,6 +30,10 @@ def down_cmd(
             stderr().print(
                 f"[dim]removed the state of a stack that died (pid {stopped.stale.pid})[/]"
             )
+        for server in stopped.orphans:
+            stderr().print(
+                f"[dim]stopped the PostgreSQL server a dead stack left (pid {server.pid})[/]"
+            )
         stdout().print("no local stack is up")
         return
     if stopped.left:

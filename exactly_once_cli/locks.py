@@ -1,7 +1,8 @@
 """`locks`: find stuck and failed work through the sparse index, inspect a key, reset a failure.
 
 Every command says which table at which endpoint it read, so an empty answer from the wrong
-DynamoDB (e.g. the emulator's empty copy of the local stack's tables) is visible as such.
+DynamoDB (e.g. the emulator's empty copy of the local stack's tables) is visible as such. With
+`--dsn` (or on a local stack that runs on PostgreSQL) they read the PostgreSQL store instead.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ import typer
 from rich.table import Table
 
 from exactly_once import IdempotencyStore, Status, StoredRecord
+from exactly_once.stores import Store
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
+from exactly_once_cli.store_target import (
+    DsnOption,
+    database_errors,
+    describe,
+    postgres_store,
+    recorded_dsn,
+)
 from exactly_once_ops.targets import DEFAULT_STACK, stack_table
 
 locks_app = typer.Typer(
@@ -42,8 +51,20 @@ TIME_FIELDS = {
 """A record's epoch times, by field, in units per second."""
 
 
-def open_store(ctx: typer.Context, table: str | None, stack: str) -> tuple[IdempotencyStore, str]:
-    """The store, and "TABLE at ENDPOINT (from SETTING)" to say where it was read."""
+def store_dsn(ctx: typer.Context, dsn: str | None, table: str | None, stack: str) -> str | None:
+    """The PostgreSQL store to read: --dsn, else (no --table) the local stack's, if it has one."""
+    if dsn or table:
+        return dsn
+    return recorded_dsn(aws_target(ctx).endpoint_url, stack)
+
+
+def open_store(
+    ctx: typer.Context, table: str | None, stack: str, dsn: str | None = None
+) -> tuple[Store, str]:
+    """The store, and "TABLE at ENDPOINT (from SETTING)" (or the database) to say where it was
+    read."""
+    if dsn:
+        return postgres_store(dsn), describe(dsn)
     target = aws_target(ctx)
     name, endpoint = stack_table(target, stack, IDEMPOTENCY_TABLE, table)
     return IdempotencyStore(
@@ -87,6 +108,7 @@ def list_cmd(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many.")] = 100,
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
+    dsn: DsnOption = None,
 ) -> None:
     """List pending work without a Scan."""
     wanted = {"in-progress": [Status.IN_PROGRESS], "failed": [Status.FAILED]}.get(
@@ -98,13 +120,15 @@ def list_cmd(
         if status == "failed":
             raise CliError("--stuck-only lists IN_PROGRESS records only; drop --status failed")
         wanted = [Status.IN_PROGRESS]
-    store, where = open_store(ctx, table, stack)
+    dsn = store_dsn(ctx, dsn, table, stack)
     records: list[StoredRecord] = []
-    for wanted_status in wanted:  # one more than --limit tells whether more exist
-        more = limit + 1 - len(records)
-        records.extend(store.list_pending(wanted_status, stuck_only=stuck_only, limit=more))
-        if len(records) > limit:
-            break
+    with database_errors(dsn):
+        store, where = open_store(ctx, table, stack, dsn)
+        for wanted_status in wanted:  # one more than --limit tells whether more exist
+            more = limit + 1 - len(records)
+            records.extend(store.list_pending(wanted_status, stuck_only=stuck_only, limit=more))
+            if len(records) > limit:
+                break
     now = time.time()
     grid = Table(title="pending idempotency records")
     for column in ("id", "status", "fence", "attempts", "owner", "lease", "error"):
@@ -155,10 +179,13 @@ def show_cmd(
     key: Annotated[str, typer.Argument(help="The business key, e.g. o-1001")],
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
+    dsn: DsnOption = None,
 ) -> None:
     """Print one key's record, with its times in UTC and their ages (TTL-expired = absent)."""
-    store, where = open_store(ctx, table, stack)
-    record = store.get(scope, key)
+    dsn = store_dsn(ctx, dsn, table, stack)
+    with database_errors(dsn):
+        store, where = open_store(ctx, table, stack, dsn)
+        record = store.get(scope, key)
     if record is None:
         raise CliError(f"no live record for {scope}#{key} in {where}")
     stdout().print_json(_record_json(record))
@@ -171,9 +198,13 @@ def reset_cmd(
     key: Annotated[str, typer.Argument()],
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
+    dsn: DsnOption = None,
 ) -> None:
     """Make a FAILED record retryable, so the next delivery or a replay runs it."""
-    store, where = open_store(ctx, table, stack)
-    if not store.reset(scope, key):
+    dsn = store_dsn(ctx, dsn, table, stack)
+    with database_errors(dsn):
+        store, where = open_store(ctx, table, stack, dsn)
+        reset = store.reset(scope, key)
+    if not reset:
         raise CliError(f"{scope}#{key} is not FAILED in {where}; nothing to reset")
     stdout().print(f"reset {scope}#{key}: the next delivery will run it")

@@ -22,6 +22,7 @@ from rich.table import Table
 from exactly_once_cdk.outputs import TOPIC_ARN
 from exactly_once_cli import workload_options as opts
 from exactly_once_cli.common import fail, stdout
+from exactly_once_cli.store_target import LocalStore, StoreOption
 from exactly_once_cli.up import print_started, state_paths
 from exactly_once_ops.local_state import AlreadyUp, StateLock
 from infra.topics import by_id as topic_by_id
@@ -30,9 +31,10 @@ from local_aws.demo import Workload
 from local_aws.demo_report import DemoReport, build_report
 from local_aws.demo_workload import SentWorkload, send_workload
 from local_aws.local_deploy import ROOT
+from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
 from local_aws.poller import Poller, describe_bindings, wait_until_drained
-from local_aws.serve import serve, start_apis, start_delivery, up_state
+from local_aws.serve import long_lived_postgres, serve, start_apis, start_delivery, up_state
 from local_aws.signals import terminate_on_signals
 from local_aws.sns_report import TopicReport, build_topic_report, describe_receiver, verdict
 from local_aws.sns_worker import SnsDelivery
@@ -121,8 +123,7 @@ def run_topic(
     }
     return build_topic_report(
         sqs,
-        stack.ddb(),
-        stack.outputs["LedgerTableName"],
+        stack.ledger(),
         sent,
         counts=counts,
         drained=drained,
@@ -237,12 +238,16 @@ def run_cmd(
             "foreground) until Ctrl-C, SIGTERM or `eonce down`."
         ),
     ] = False,
+    store: StoreOption = LocalStore.dynamodb,
 ) -> None:
     """Run everything locally: moto + DynamoDB Local, deploy, poll, publish and send a workload,
     report.
 
     Exits 1 if a check failed. SIGTERM and SIGHUP stop it as Ctrl-C does, children included.
     The SNS retry delays are short locally (EONCE_SNS_RETRY_DELAYS, default "0.5,1").
+    `--store postgres` also starts a PostgreSQL server, migrated, as every function's
+    idempotency store (IDEMPOTENCY_DSN), and checks the ledger there (a temporary cluster,
+    or with --keep the state folder's postgres/).
     """
     console = stdout()
     workload = Workload(
@@ -271,9 +276,17 @@ def run_cmd(
                 running.enter_context(StateLock(paths))
             except AlreadyUp as exc:
                 fail(str(exc))
-        with console.status("Starting moto and DynamoDB Local, deploying the CDK app..."):
-            stack = running.enter_context(LocalStack())
+        postgres = None
+        if store is LocalStore.postgres:
+            postgres = long_lived_postgres(paths) if paths is not None else LocalPostgres()
+        with console.status(f"Starting {store.servers}, deploying the CDK app..."):
+            stack = running.enter_context(LocalStack(postgres=postgres))
         console.print(f"[green]✓[/] stack deployed in {time.monotonic() - started:.1f}s")
+        if stack.postgres is not None:
+            console.print(
+                f"[green]✓[/] PostgreSQL (the idempotency store and the ledger) at "
+                f"{escape(stack.postgres.dsn)}, schema migrated"
+            )
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         for old in LOG_DIR.glob("*.log"):
             old.unlink()
@@ -313,7 +326,7 @@ def run_cmd(
             poller.stop()  # every batch's counts are in once the workers have stopped
         report = build_report(
             sqs,
-            stack.ddb(),
+            stack.ledger(),
             stack.outputs,
             sent,
             totals=poller.totals(),
@@ -324,8 +337,7 @@ def run_cmd(
         api_reports = [
             run_api_workload(
                 api.endpoint,
-                stack.ddb(),
-                stack.outputs["LedgerTableName"],
+                stack.ledger(),
                 ApiWorkload(seed=seed, work_ms=work_ms),
             )
             for api in apis

@@ -15,8 +15,10 @@ from rich.table import Table
 from rich.text import Text
 
 from exactly_once import IdempotencyStore
+from exactly_once.stores import Store
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stderr, stdout
+from exactly_once_cli.store_target import DsnOption, database_errors, postgres_store
 from exactly_once_ops.local_state import UpState, UpStats, default_paths, serving
 from exactly_once_ops.status import PENDING_CAP, StackStatus, stack_status
 from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, stack_outputs
@@ -28,17 +30,26 @@ SUBSCRIBER_SINCE_START = ("delivered", "processed", "duplicate", "permanent", "d
 handler, and handed to the on-failure destination after Lambda's retries."""
 
 
-def collect(target: AwsTarget, stack: str) -> tuple[StackStatus, UpState | None, UpStats | None]:
+def collect(
+    target: AwsTarget, stack: str, dsn: str | None = None
+) -> tuple[StackStatus, UpState | None, UpStats | None]:
+    """The stack's status; its records from the PostgreSQL store at `dsn`, else from the local
+    stack's PostgreSQL when `up` serves it on one, else from its table."""
     outputs = stack_outputs(target.cloudformation(), stack)
+    local = serving(target.endpoint_url, stack)
+    dsn = dsn or (local[0].postgres_dsn if local else None)
+    with database_errors(dsn):
+        store = postgres_store(dsn) if dsn else table_store(target, stack, outputs)
+        status = stack_status(target.sqs(), target.client("lambda"), store, outputs)
+    return (status, *local) if local else (status, None, None)
+
+
+def table_store(target: AwsTarget, stack: str, outputs: dict[str, str]) -> Store:
     table = outputs.get(IDEMPOTENCY_TABLE)
     if not table:
         raise CliError(f"stack {stack!r} has no {IDEMPOTENCY_TABLE} output")
     ddb = target.client("dynamodb", target.endpoint("dynamodb", outputs))
-    status = stack_status(
-        target.sqs(), target.client("lambda"), IdempotencyStore(table, client=ddb), outputs
-    )
-    local = serving(target.endpoint_url, stack)
-    return (status, *local) if local else (status, None, None)
+    return IdempotencyStore(table, client=ddb)
 
 
 def as_json(status: StackStatus, state: UpState | None, stats: UpStats | None) -> dict[str, Any]:
@@ -102,6 +113,7 @@ def status_cmd(
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead.")] = False,
     watch: Annotated[bool, typer.Option(help="Refresh until Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(min=0.2, help="Seconds between refreshes.")] = 2.0,
+    dsn: DsnOption = None,
 ) -> None:
     """Per consumer: queue, in-flight and DLQ depth, IN_PROGRESS/FAILED records, what ran since up;
     per topic subscriber the same without a queue.
@@ -119,15 +131,15 @@ def status_cmd(
             "points this shell at it[/]"
         )
     if json_output:
-        typer.echo(json.dumps(as_json(*collect(target, stack)), indent=2))
+        typer.echo(json.dumps(as_json(*collect(target, stack, dsn)), indent=2))
         return
     if not watch:
-        stdout().print(render(stack, *collect(target, stack)))
+        stdout().print(render(stack, *collect(target, stack, dsn)))
         return
-    with Live(render(stack, *collect(target, stack)), console=stdout()) as live:
+    with Live(render(stack, *collect(target, stack, dsn)), console=stdout()) as live:
         try:
             while True:
                 time.sleep(interval)
-                live.update(render(stack, *collect(target, stack)))
+                live.update(render(stack, *collect(target, stack, dsn)))
         except KeyboardInterrupt:
             return

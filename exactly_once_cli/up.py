@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from exactly_once_cli.common import CliError, fail, stderr, stdout
+from exactly_once_cli.store_target import LocalStore, StoreOption
 from exactly_once_ops.local_state import (
     STATE_DIR_ENV,
     AlreadyUp,
@@ -49,6 +50,11 @@ def print_started(state: UpState, console: Console) -> None:
     console.print(f"  stack        {escape(state.stack)}: {consumers}")
     console.print(f"  moto         {state.endpoint_url}  (SQS, CloudFormation, Lambda, S3, SNS)")
     console.print(f"  DynamoDB     {state.dynamodb_endpoint_url}  (DynamoDB Local)")
+    if state.postgres_dsn:
+        console.print(
+            f"  PostgreSQL   {escape(state.postgres_dsn)}  (the idempotency store and the "
+            "ledger; `eonce db`, `eonce locks` and `eonce status` find it)"
+        )
     console.print(f"  poller       {state.workers} worker process(es) per consumer")
     if topics := ", ".join(name.lower() for name in topics_in(state.outputs)):
         subscribers = ", ".join(name.lower() for name in subscribers_in(state.outputs))
@@ -71,17 +77,22 @@ def up_cmd(
     timeout: Annotated[
         float, typer.Option(min=1, help="Seconds to wait for the stack to come up.")
     ] = 300,
+    store: StoreOption = LocalStore.dynamodb,
 ) -> None:
     """Start the local stack in the background: moto + DynamoDB Local, deploy, poll until `down`.
 
     Exits 1 if a stack is already up (one per state folder, `.local/` or $EONCE_STATE_DIR).
+    `--store postgres` also starts a PostgreSQL server (its cluster in the state folder's
+    postgres/, made anew at each `up`), the functions' idempotency store.
     """
     paths = state_paths()
     console = stdout()
     started = time.monotonic()
     try:
-        with console.status("Starting moto and DynamoDB Local, deploying the CDK app..."):
-            state, stale = start_background(paths, stack=stack, workers=workers, timeout_s=timeout)
+        with console.status(f"Starting {store.servers}, deploying the CDK app..."):
+            state, stale = start_background(
+                paths, stack=stack, workers=workers, timeout_s=timeout, store=store.value
+            )
     except (AlreadyUp, StartFailed) as exc:
         fail(str(exc))
     if stale is not None:

@@ -58,6 +58,7 @@ class UpState:
     workers: int
     started_at: str
     version: int = FORMAT_VERSION
+    postgres_dsn: str | None = None  # the idempotency store's, when it is PostgreSQL
 
     @classmethod
     def from_json(cls, text: str) -> UpState:
@@ -130,6 +131,11 @@ class StatePaths:
     @property
     def workload(self) -> Path:
         return self.root / "workload.json"
+
+    @property
+    def postgres_data(self) -> Path:
+        """The PostgreSQL store's cluster, when the stack runs on it (made anew at each start)."""
+        return self.root / "postgres"
 
     def write_state(self, state: UpState) -> None:
         _write_atomically(self.state, json.dumps(asdict(state), indent=2))

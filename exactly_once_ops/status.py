@@ -2,7 +2,8 @@
 idempotency records.
 
 Works on any stack built from the constructs: the queues come from its outputs, the pending
-records from the table's sparse index (no Scan), attributed to a consumer or subscriber by the
+records from the store (`Store.list_pending`: the table's sparse index, no Scan, or PostgreSQL's
+partial index), attributed to a consumer or subscriber by the
 idempotency scope its function runs with (`CONSUMER_SCOPE` / `SUBSCRIBER_SCOPE`; the
 construct's default when unreadable).
 """
@@ -15,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from exactly_once import IdempotencyStore, Status
+from exactly_once import Status
 from exactly_once_cdk.outputs import DEAD_LETTER_QUEUE_URL, FUNCTION_NAME, QUEUE_URL
 from exactly_once_ops.targets import consumers_in, subscribers_in
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+
+    from exactly_once.stores import Store
 
 PENDING_CAP = 1000
 """Records counted per status at most; beyond that the count shows as a lower bound."""
@@ -95,7 +98,7 @@ def consumer_scope(
     return consumer.lower()
 
 
-def pending_by_scope(store: IdempotencyStore) -> tuple[Counter[tuple[str, Status]], bool]:
+def pending_by_scope(store: Store) -> tuple[Counter[tuple[str, Status]], bool]:
     """(scope, status) -> record count, and whether a status hit PENDING_CAP."""
     counts: Counter[tuple[str, Status]] = Counter()
     capped = False
@@ -109,7 +112,7 @@ def pending_by_scope(store: IdempotencyStore) -> tuple[Counter[tuple[str, Status
 
 
 def stack_status(
-    sqs: SQSClient, lambda_client: Any, store: IdempotencyStore, outputs: dict[str, str]
+    sqs: SQSClient, lambda_client: Any, store: Store, outputs: dict[str, str]
 ) -> StackStatus:
     pending, capped = pending_by_scope(store)
     found = []

@@ -3,5 +3,7 @@
 `eonce chaos` deploys the CDK app into moto and runs consumers in worker processes that kill
 and pause themselves, throttle their own DynamoDB calls and drop SQS deletes, then checks from
 durable state (the ledger, the DLQ, the idempotency table) that every business key took effect
-exactly once and that every message is accounted for.
+exactly once and that every message is accounted for. `--store postgres` runs the layer on its
+PostgreSQL store instead, the effect in the same transaction as the completion, with connection
+drops and lost replies at the driver's edge (pg_faults.py) in place of DynamoDB's throttles.
 """

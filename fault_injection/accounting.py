@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import IdempotencyStore, Status
+from exactly_once.stores import Store
 from fault_injection.consumers import Library
 from fault_injection.workload import Plan
 
@@ -135,14 +136,7 @@ def unfinished_records(
 ) -> tuple[list[str], list[str]]:
     """(IN_PROGRESS past their lease, FAILED but retryable) record ids."""
     if library is Library.LAYER:
-        store = IdempotencyStore(table, client=ddb)
-        stuck = [r.record_id for r in store.list_pending(Status.IN_PROGRESS, stuck_only=True)]
-        retryable = [
-            r.record_id
-            for r in store.list_pending(Status.FAILED)
-            if r.error is None or r.error.retryable
-        ]
-        return stuck, retryable
+        return pending(IdempotencyStore(table, client=ddb))
     now_ms = time.time() * 1000
     stuck = [
         item["id"]["S"]
@@ -151,6 +145,18 @@ def unfinished_records(
         and float(item.get("in_progress_expiration", {}).get("N", "0")) < now_ms
     ]
     return stuck, []  # Powertools deletes the record of a failed execution
+
+
+def pending(store: Store) -> tuple[list[str], list[str]]:
+    """(IN_PROGRESS past their lease, FAILED but retryable) record ids, from the layer's own
+    listing: the same on every store."""
+    stuck = [r.record_id for r in store.list_pending(Status.IN_PROGRESS, stuck_only=True)]
+    retryable = [
+        r.record_id
+        for r in store.list_pending(Status.FAILED)
+        if r.error is None or r.error.retryable
+    ]
+    return stuck, retryable
 
 
 def cause_of(entries: list[LedgerEntry], killed: set[int], paused: set[int]) -> str:

@@ -1,9 +1,11 @@
-"""The consumers a chaos run can put under test, by name."""
+"""The consumers a chaos run can put under test, by name, for each store."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+from fault_injection.settings import StoreKind
 
 
 class Library(StrEnum):
@@ -44,8 +46,29 @@ CONSUMERS: dict[str, ConsumerKind] = {
 }
 
 
-def by_names(names: list[str]) -> list[ConsumerKind]:
-    unknown = [n for n in names if n not in CONSUMERS]
+# On PostgreSQL the layer's consumer only: its effect commits with its completion. (The plain
+# effect and Powertools are DynamoDB comparisons; docs/chaos.md has them.)
+POSTGRES_CONSUMERS: dict[str, ConsumerKind] = {
+    "layer": ConsumerKind(
+        "layer",
+        "fault_injection.consumer_postgres:handle",
+        Library.LAYER,
+        "layer on PostgreSQL, effect in the same transaction",
+    )
+}
+DEFAULT_CONSUMERS = {
+    StoreKind.DYNAMODB: "layer,layer-unfenced,powertools",
+    StoreKind.POSTGRES: "layer",
+}
+
+
+def known(store: StoreKind = StoreKind.DYNAMODB) -> dict[str, ConsumerKind]:
+    return POSTGRES_CONSUMERS if store is StoreKind.POSTGRES else CONSUMERS
+
+
+def by_names(names: list[str], store: StoreKind = StoreKind.DYNAMODB) -> list[ConsumerKind]:
+    kinds = known(store)
+    unknown = [n for n in names if n not in kinds]
     if unknown:
-        raise ValueError(f"unknown consumer(s) {unknown}; known: {sorted(CONSUMERS)}")
-    return [CONSUMERS[n] for n in names]
+        raise ValueError(f"unknown consumer(s) {unknown} on {store}; known: {sorted(kinds)}")
+    return [kinds[n] for n in names]

@@ -1,7 +1,8 @@
-"""One chaos run of one consumer on a running local stack: tables, workers, feed, drain, books.
+"""One chaos run of one consumer on a running local stack: store, workers, feed, drain, books.
 
-Consumers run one after another on the same deployed Orders queue and DLQ, each with fresh
-tables and the same plan, so they meet the same messages and the same planned faults.
+Consumers run one after another on the same deployed Orders queue and DLQ, each with a fresh
+store (tables, or a database on PostgreSQL) and the same plan, so they meet the same messages
+and the same planned faults.
 """
 
 from __future__ import annotations
@@ -19,16 +20,15 @@ from fault_injection import accounting
 from fault_injection.consumers import ConsumerKind
 from fault_injection.events import EVENT_DIR_ENV, read_events
 from fault_injection.feeder import feed
-from fault_injection.settings import ChaosSettings
+from fault_injection.run_stores import DynamoRunStore, PostgresRunStore, RunStore
+from fault_injection.settings import ChaosSettings, StoreKind
 from fault_injection.supervisor import PoolStats, WorkerPool
-from fault_injection.tables import create_run_tables
 from fault_injection.worker import WorkerSpec
 from fault_injection.workload import Plan
 from local_aws.local_stack import LocalStack
 from local_aws.poller import FunctionBinding, queue_backlog
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 SETTLE_S = 3.0
@@ -83,6 +83,17 @@ def wait_until_quiet(
     return False
 
 
+def run_store(
+    stack: LocalStack, kind: ConsumerKind, settings: ChaosSettings, prefix: str
+) -> RunStore:
+    """Fresh tables (DynamoDB) or a fresh database on the stack's server (PostgreSQL)."""
+    if settings.store is StoreKind.POSTGRES:
+        if stack.postgres is None:
+            raise RuntimeError("a PostgreSQL run needs a stack started with postgres=")
+        return PostgresRunStore.create(stack.postgres.server, prefix)
+    return DynamoRunStore.create(stack.ddb(), kind.library, prefix)
+
+
 def run_consumer(
     stack: LocalStack,
     kind: ConsumerKind,
@@ -92,17 +103,14 @@ def run_consumer(
     progress: Progress = lambda _: None,
 ) -> ConsumerRun:
     started = time.monotonic()
-    ddb, sqs = stack.ddb(), stack.sqs()
+    sqs = stack.sqs()
     binding = orders_binding(stack)
     prefix = f"chaos-{kind.name}-{uuid.uuid4().hex[:6]}"
-    idempotency, ledger = create_run_tables(ddb, kind.library, prefix)
+    store = run_store(stack, kind, settings, prefix)
     run_dir = workdir / prefix
     event_dir = run_dir / "events"
     environment = {
-        **stack.aws_environment,
-        **binding.environment,
-        "IDEMPOTENCY_TABLE": idempotency,
-        "LEDGER_TABLE": ledger,
+        **store.environment({**stack.aws_environment, **binding.environment}),
         EVENT_DIR_ENV: str(event_dir),
     }
     pause_s = settings.pause_s or visibility_timeout_s(sqs, binding.queue_url) + 3.0
@@ -114,6 +122,8 @@ def run_consumer(
         delete_failure_rate=settings.rates.delete_failure,
         seed=settings.seed,
         log_dir=str(run_dir),
+        store=settings.store,
+        lost_reply_rate=settings.rates.lost_reply,
     )
     pool = WorkerPool(spec, settings.workers, pause_s).start()
     try:
@@ -140,15 +150,15 @@ def run_consumer(
     verdict = accounting.account(
         plan,
         sent,
-        accounting.read_ledger(ddb, ledger),
+        store.ledger(),
         accounting.drain_dead_letters(sqs, stack.outputs["OrdersDeadLetterQueueUrl"]),
-        accounting.unfinished_records(ddb, idempotency, kind.library),
+        store.unfinished(),
         left,
         pool.stats.killed_pids,
         pool.stats.paused_pids,
     )
     if not verdict.ok:
-        _dump_problems(run_dir / "problems.json", ddb, idempotency, ledger, plan, sent, verdict)
+        _dump_problems(run_dir / "problems.json", store, plan, sent, verdict)
     run = ConsumerRun(kind, verdict, pool.stats, drained=drained, pause_s=pause_s)
     _tally(run, event_dir)
     run.elapsed_s = time.monotonic() - started
@@ -157,9 +167,7 @@ def run_consumer(
 
 def _dump_problems(
     path: Path,
-    ddb: DynamoDBClient,
-    idempotency: str,
-    ledger: str,
+    store: RunStore,
     plan: Plan,
     sent: dict[int, str],
     verdict: accounting.Verdict,
@@ -170,21 +178,7 @@ def _dump_problems(
     keys |= {by_id[mid].key or "" for mid in verdict.lost if mid in by_id} - {""}
     dump: dict[str, Any] = {"verdict": repr(verdict), "keys": {}}
     for key in sorted(keys):
-        items = ddb.query(
-            TableName=ledger,
-            KeyConditionExpression="pk = :k",
-            ExpressionAttributeValues={":k": {"S": key}},
-        )["Items"]
-        records = [
-            item
-            for page in ddb.get_paginator("scan").paginate(
-                TableName=idempotency,
-                FilterExpression="contains(id, :k)",
-                ExpressionAttributeValues={":k": {"S": key}},
-            )
-            for item in page.get("Items", [])
-        ]
-        dump["keys"][key] = {"ledger": items, "records": records}
+        dump["keys"][key] = store.raw(key)
     path.write_text(json.dumps(dump, indent=1, default=str))
 
 
@@ -197,6 +191,8 @@ def _tally(run: ConsumerRun, event_dir: Path) -> None:
         run.events[kind] += 1
         if kind in ("crash", "pause"):
             run.events[f"{kind}: {event.get('point')}"] += 1
+        elif kind == "pg-fault":  # e.g. "pg-fault: lose commit"
+            run.events[f"{kind}: {event.get('fault')} {event.get('op')}"] += 1
 
 
 def _add_batch(run: ConsumerRun, event: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ from fault_injection import accounting
 from fault_injection.harness import ConsumerRun
 from fault_injection.report import markdown
 from fault_injection.runner import ChaosResult
-from fault_injection.settings import DEPLOY_CONTEXT
+from fault_injection.settings import DEPLOY_CONTEXT, StoreKind
 
 INTRO = """\
 # Fault injection
@@ -153,5 +153,12 @@ def render_page(result: ChaosResult, command: str) -> str:
 
 
 def write_page(path: Path, result: ChaosResult, command: str) -> None:
+    """docs/chaos.md's page, or on a PostgreSQL run the page of its own (page_postgres)."""
+    if result.settings.store is StoreKind.POSTGRES:
+        from fault_injection import page_postgres
+
+        text = page_postgres.render_page(result, command)
+    else:
+        text = render_page(result, command)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_page(result, command), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")

@@ -11,7 +11,8 @@ from rich.table import Table
 from fault_injection import accounting, injection
 from fault_injection.consumers import Library
 from fault_injection.harness import ConsumerRun
-from fault_injection.settings import ChaosSettings
+from fault_injection.pg_policy import FAIL_KINDS, LOSE_KINDS
+from fault_injection.settings import ChaosSettings, StoreKind
 from fault_injection.workload import Plan
 
 Cell = Callable[[ConsumerRun], object]
@@ -28,6 +29,17 @@ def _points(kind: str, points: tuple[str, ...]) -> Cell:
     def cell(run: ConsumerRun) -> str:
         parts = ", ".join(f"{run.events[f'{kind}: {p}']} {p}" for p in points)
         return f"{run.events[kind]} ({parts})"
+
+    return cell
+
+
+def _pg_faults(fault: str, kinds: tuple[str, ...]) -> Cell:
+    """Faults applied at the PostgreSQL driver's edge, by statement kind."""
+
+    def cell(run: ConsumerRun) -> str:
+        counts = {k: run.events[f"pg-fault: {fault} {k}"] for k in kinds}
+        parts = ", ".join(f"{n} {k}" for k, n in counts.items())
+        return f"{sum(counts.values())} ({parts})"
 
     return cell
 
@@ -62,7 +74,7 @@ def v(run: ConsumerRun) -> accounting.Verdict:
     return run.verdict
 
 
-def rows(plan: Plan) -> list[Row]:
+def rows(plan: Plan, store: StoreKind = StoreKind.DYNAMODB) -> list[Row]:
     return [
         Row("messages sent", lambda r: len(plan.messages), "workload"),
         Row("  unique business keys", lambda r: len(plan.keys), "workload"),
@@ -80,7 +92,7 @@ def rows(plan: Plan) -> list[Row]:
             "faults injected",
         ),
         Row("transient consumer errors raised", lambda r: r.events["transient"], "faults injected"),
-        Row("DynamoDB requests throttled", lambda r: r.events["throttle"], "faults injected"),
+        *(_postgres_faults() if store is StoreKind.POSTGRES else _dynamodb_faults()),
         Row("SQS deletes dropped", lambda r: r.batches["delete_dropped"], "faults injected"),
         Row("deliveries in invocations that finished", lambda r: r.batches["received"], "observed"),
         Row(
@@ -88,21 +100,7 @@ def rows(plan: Plan) -> list[Row]:
             layer_only(lambda r: r.batches["takeovers"]),
             "observed",
         ),
-        Row(
-            "zombie effects refused by the fence",
-            layer_only(lambda r: r.events["fence-refused"]),
-            "observed",
-        ),
-        Row(
-            "effects found already applied (crash after effect)",
-            layer_only(lambda r: r.events["effect-already-applied"]),
-            "observed",
-        ),
-        Row(
-            "lease lost at completion",
-            layer_only(lambda r: r.outcomes["lease_lost"]),
-            "observed",
-        ),
+        *(_postgres_observed() if store is StoreKind.POSTGRES else _dynamodb_observed()),
         Row(
             "keys with exactly one effect",
             lambda r: f"{v(r).exactly_once}/{v(r).expected}",
@@ -123,24 +121,81 @@ def rows(plan: Plan) -> list[Row]:
     ]
 
 
+def _dynamodb_faults() -> list[Row]:
+    return [Row("DynamoDB requests throttled", lambda r: r.events["throttle"], "faults injected")]
+
+
+def _postgres_faults() -> list[Row]:
+    return [
+        Row(
+            "PostgreSQL connections dropped before a statement",
+            _pg_faults("fail", FAIL_KINDS),
+            "faults injected",
+        ),
+        Row(
+            "PostgreSQL replies lost (statement applied, then the connection dropped)",
+            _pg_faults("lose", LOSE_KINDS),
+            "faults injected",
+        ),
+    ]
+
+
+def _dynamodb_observed() -> list[Row]:
+    return [
+        Row(
+            "zombie effects refused by the fence",
+            layer_only(lambda r: r.events["fence-refused"]),
+            "observed",
+        ),
+        Row(
+            "effects found already applied (crash after effect)",
+            layer_only(lambda r: r.events["effect-already-applied"]),
+            "observed",
+        ),
+        Row(
+            "lease lost at completion",
+            layer_only(lambda r: r.outcomes["lease_lost"]),
+            "observed",
+        ),
+    ]
+
+
+def _postgres_observed() -> list[Row]:
+    return [
+        Row(
+            "lease lost at completion (its transaction, effect included, rolled back)",
+            layer_only(lambda r: r.outcomes["lease_lost"]),
+            "observed",
+        ),
+    ]
+
+
 def settings_line(settings: ChaosSettings, runs: list[ConsumerRun]) -> str:
     r = settings.rates
     pause = f"{runs[0].pause_s:.0f} s" if runs else "-"
-    return (
+    head = (
         f"{settings.messages} messages, seed {settings.seed}, {settings.workers} workers; "
         f"rates: duplicates {r.duplicates}, poison {r.poison}, transient {r.transient}, "
-        f"crash {r.crash}, zombie {r.zombie} (pause {pause}), throttle {r.throttle}, "
-        f"delete failure {r.delete_failure}"
+        f"crash {r.crash}, zombie {r.zombie} (pause {pause}), "
     )
+    if settings.store is StoreKind.POSTGRES:
+        return head + (
+            f"connection drops {r.throttle} (of {', '.join(FAIL_KINDS)} statements), "
+            f"lost replies {r.lost_reply} (of {', '.join(LOSE_KINDS)} statements), "
+            f"delete failure {r.delete_failure}; store PostgreSQL"
+        )
+    return head + f"throttle {r.throttle}, delete failure {r.delete_failure}"
 
 
-def table(plan: Plan, runs: list[ConsumerRun], title: str) -> Table:
+def table(
+    plan: Plan, runs: list[ConsumerRun], title: str, store: StoreKind = StoreKind.DYNAMODB
+) -> Table:
     out = Table(title=title, show_header=True, header_style="bold")
     out.add_column("")
     for run in runs:
         out.add_column(run.kind.title, justify="right")
     section = ""
-    for row in rows(plan):
+    for row in rows(plan, store):
         if row.section != section:
             section = row.section
             out.add_section()
@@ -165,7 +220,8 @@ def problems(run: ConsumerRun, limit: int = 5) -> list[str]:
 def print_report(
     console: Console, settings: ChaosSettings, plan: Plan, runs: list[ConsumerRun]
 ) -> None:
-    console.print(table(plan, runs, "Fault injection"))
+    title = "Fault injection" + (" on PostgreSQL" if settings.store is StoreKind.POSTGRES else "")
+    console.print(table(plan, runs, title, settings.store))
     console.print(settings_line(settings, runs))
     for run in runs:
         for line in problems(run):
@@ -177,7 +233,7 @@ def markdown(settings: ChaosSettings, plan: Plan, runs: list[ConsumerRun]) -> st
     header = "| | " + " | ".join(run.kind.title for run in runs) + " |"
     lines = [header, "|---|" + "---:|" * len(runs)]
     section = ""
-    for row in rows(plan):
+    for row in rows(plan, settings.store):
         if row.section != section:
             section = row.section
             lines.append(f"| **{section}** |" + " |" * len(runs))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 # Short timeouts keep every redelivery wait to seconds: the queue's visibility timeout is six
@@ -18,6 +19,17 @@ DEPLOY_CONTEXT: dict[str, Any] = {
 }
 
 
+class StoreKind(StrEnum):
+    """Where the layer's idempotency records (and, on PostgreSQL, the effects) are kept."""
+
+    DYNAMODB = "dynamodb"
+    POSTGRES = "postgres"
+
+    @property
+    def label(self) -> str:
+        return "DynamoDB" if self is StoreKind.DYNAMODB else "PostgreSQL"
+
+
 @dataclass(frozen=True)
 class FaultRates:
     """Shares, each in [0, 1]. Message-level ones are planned into bodies with the seed."""
@@ -27,8 +39,13 @@ class FaultRates:
     transient: float = 0.05  # of unique bodies: the consumer raises on the first delivery
     crash: float = 0.01  # of unique bodies: the first execution SIGKILLs its worker
     zombie: float = 0.003  # of unique bodies: the first execution SIGSTOPs its worker
-    throttle: float = 0.05  # of DynamoDB requests: answered with a throttling error
+    # of DynamoDB requests: answered with a throttling error. On PostgreSQL: of the acquire,
+    # fenced-write and commit statements: the connection drops before it is sent.
+    throttle: float = 0.05
     delete_failure: float = 0.03  # of DeleteMessageBatch entries: dropped, so redelivered
+    # PostgreSQL only: of the acquire, fenced-write, completion and commit statements: applied,
+    # then the connection drops before the reply (the caller cannot know it was applied).
+    lost_reply: float = 0.01
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -50,9 +67,13 @@ class ChaosSettings:
     pause_s: float | None = None  # zombie pause; None: the queue's visibility timeout + 3 s
     backlog: int = 50  # at most this many messages waiting in the queue while sending
     drain_timeout_s: float = 3_600.0
+    store: StoreKind = StoreKind.DYNAMODB
 
     def __post_init__(self) -> None:
         if self.messages < 1:
             raise ValueError("messages must be at least 1")
         if self.workers < 1:
             raise ValueError("workers must be at least 1")
+        rates = self.rates
+        if self.store is StoreKind.POSTGRES and rates.throttle + rates.lost_reply > 1.0:
+            raise ValueError("throttle + lost_reply cannot exceed 1: a statement meets one fault")

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from exactly_once import clients
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from fault_injection import events, injection
+from fault_injection.pg_policy import random_faults
+from fault_injection.settings import StoreKind
 from fault_injection.throttling import install_throttling
 from local_aws.poller import (
     FunctionBinding,
@@ -46,12 +48,14 @@ class Flag(Protocol):
 @dataclass(frozen=True)
 class WorkerSpec:
     binding: FunctionBinding
-    environment: dict[str, str]  # AWS endpoints, the function's variables and the run's tables
+    environment: dict[str, str]  # AWS endpoints, the function's variables and the run's store
     handler: str  # "module:attribute"
-    throttle_rate: float
+    throttle_rate: float  # on PostgreSQL: connections dropped before a store statement
     delete_failure_rate: float
     seed: int
     log_dir: str
+    store: StoreKind = StoreKind.DYNAMODB
+    lost_reply_rate: float = 0.0  # PostgreSQL: store statements applied, their reply lost
 
 
 def load_handler(path: str) -> Handler:
@@ -66,15 +70,7 @@ def worker_main(spec: WorkerSpec, index: int, generation: int, stop: Flag) -> No
     os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", spec.binding.function_name)
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     rng = random.Random(f"{spec.seed}/{index}/{generation}")
-    # The layer's cached client is the one its store, the ledger and the Powertools consumer
-    # use: hooking it before the handler is imported covers every DynamoDB call.
-    install_throttling(
-        clients.dynamodb(),
-        spec.throttle_rate,
-        random.Random(rng.random()),
-        lambda operation: events.record("throttle", op=operation),
-    )
-    handler = load_handler(spec.handler)
+    handler = _load_with_faults(spec, random.Random(rng.random()))
     sqs = clients.sqs()
     events.record("worker-start", index=index, generation=generation)
     while not stop.value:
@@ -86,6 +82,29 @@ def worker_main(spec: WorkerSpec, index: int, generation: int, stop: Flag) -> No
         except Exception:  # keep polling, as Lambda's poller does after errors
             traceback.print_exc()
             time.sleep(0.5)
+
+
+def _load_with_faults(spec: WorkerSpec, rng: random.Random) -> Handler:
+    """The handler, its store's calls meeting the run's faults."""
+    if spec.store is StoreKind.POSTGRES:
+        # Imported here: psycopg loads only in a PostgreSQL run's workers.
+        from fault_injection.consumer_postgres import FaultyPostgresConsumer
+
+        handler = load_handler(spec.handler)
+        if not isinstance(handler, FaultyPostgresConsumer):
+            raise TypeError(f"{spec.handler} is no FaultyPostgresConsumer: faults cannot reach it")
+        # Its pool asks `decide` before each statement.
+        handler.decide = random_faults(spec.throttle_rate, spec.lost_reply_rate, rng)
+        return handler
+    # The layer's cached client is the one its store, the ledger and the Powertools consumer
+    # use: hooking it before the handler is imported covers every DynamoDB call.
+    install_throttling(
+        clients.dynamodb(),
+        spec.throttle_rate,
+        rng,
+        lambda operation: events.record("throttle", op=operation),
+    )
+    return load_handler(spec.handler)
 
 
 def invoke(

@@ -18,6 +18,10 @@ ContextGetter = Callable[[str], Any]
 
 DEFAULT_STACK_NAME = "ExactlyOnceSqs"
 PROD_STAGES = frozenset({"prod", "production"})
+# Where the idempotency records live (context `store`): a DynamoDB table, or Aurora PostgreSQL
+# behind RDS Proxy (exactly_once_cdk.postgres_store). DynamoDB is the default and the only store
+# the local emulator can run.
+STORES = ("dynamodb", "postgres")
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827)
 
 # Per-consumer override keys (context `consumers.<Id>.<key>`) -> ConsumerConfig field.
@@ -55,6 +59,13 @@ def _int(value: Any, key: str, low: int, high: int) -> int:
     return number
 
 
+def _choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise ValueError(f"context {key!r}: expected one of {', '.join(choices)}, got {value!r}")
+    return text
+
+
 def _mapping(value: Any, key: str) -> Mapping[str, Any]:
     if value is None:
         return {}
@@ -72,6 +83,7 @@ class Settings:
     stack_name: str = DEFAULT_STACK_NAME
     stage: str = "dev"
     local_stack: bool = False  # deploying into moto: mappings disabled, no bootstrap needed
+    store: str = "dynamodb"  # one of STORES
     xray: bool = False
     alarm_email: str | None = None
     log_retention_days: int = 30
@@ -112,10 +124,20 @@ class Settings:
                     f"context 'consumers.{consumer_id}': unknown keys {sorted(unknown)}; "
                     f"known: {sorted(OVERRIDE_KEYS)}"
                 )
+        local_stack = _bool(read("localStack", False), "localStack")
+        store = _choice(read("store", d.store), "store", STORES)
+        if store == "postgres" and local_stack:
+            # Refused here, not skipped: a local deploy that quietly used DynamoDB would test
+            # a different store than the one asked for.
+            raise ValueError(
+                "context 'store': postgres cannot be deployed into the local emulator "
+                "(localStack=true; moto has no Aurora or RDS Proxy): use store=dynamodb there"
+            )
         return cls(
             stack_name=str(read("stackName", d.stack_name)),
             stage=str(read("stage", d.stage)),
-            local_stack=_bool(read("localStack", False), "localStack"),
+            local_stack=local_stack,
+            store=store,
             xray=_bool(read("xray", False), "xray"),
             alarm_email=str(email) if email else None,
             log_retention_days=retention,

@@ -4,6 +4,11 @@ Settings come from cdk.json and `-c` flags (`infra.settings`); one `IdempotentCo
 registry entry (`infra.consumers`), one `IdempotentHttpApi` per API (`infra.apis`), and one
 `IdempotentTopic` per topic with its queue and direct subscribers (`infra.topics`), with the code
 in `functions/`.
+
+The idempotency store is `-c store=dynamodb` (the default: the idempotency and ledger tables) or
+`-c store=postgres` (`IdempotencyDatabase`: Aurora PostgreSQL behind RDS Proxy in a VPC, with the
+examples' ledger in it too, so neither DynamoDB table is made). Every function that uses the
+store takes it as one `RecordStore`, which brings its variables, network and grants.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from exactly_once_cdk import (
     ExactlyOnceDashboard,
     ExactlyOnceLayer,
     FunctionOptions,
+    IdempotencyDatabase,
     IdempotencyTable,
     IdempotentConsumer,
     IdempotentHttpApi,
@@ -37,6 +43,7 @@ from exactly_once_cdk import (
 )
 from exactly_once_cdk.functions import ASSET_EXCLUDES, retention
 from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT, LOCAL_DYNAMODB_ENDPOINT
+from exactly_once_cdk.record_store import RecordStore
 from infra.apis import APIS, ApiSpec
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import Settings, resolve
@@ -48,7 +55,7 @@ class EntryPointKeywords(TypedDict):
 
     code: lambda_.Code
     handler: str
-    table: IdempotencyTable
+    table: RecordStore
     layer: lambda_.ILayerVersion
     ledger: LedgerTable | None
     idempotency_scope: str | None
@@ -93,16 +100,40 @@ class ExactlyOnceStack(Stack):
             tracing=settings.xray,
         )
 
-        tables = Construct(self, "Tables")  # keeps the tables' logical ids from before 0.2
-        self.idempotency = IdempotencyTable(tables, "Idempotency", removal_policy=removal)
-        self.ledger = LedgerTable(tables, "Ledger", removal_policy=removal)
-        self.layer = ExactlyOnceLayer(self, "SharedLayer", removal_policy=removal)
+        postgres = settings.store == "postgres"
+        self.idempotency: IdempotencyTable | None = None
+        self.ledger: LedgerTable | None = None
+        self.database: IdempotencyDatabase | None = None
+        if not postgres:
+            tables = Construct(self, "Tables")  # keeps the tables' logical ids from before 0.2
+            self.idempotency = IdempotencyTable(tables, "Idempotency", removal_policy=removal)
+            self.ledger = LedgerTable(tables, "Ledger", removal_policy=removal)
+        self.layer = ExactlyOnceLayer(
+            self, "SharedLayer", removal_policy=removal, postgres=postgres
+        )
         self.alarm_topic = AlarmTopic(
             self, "Alarms", email=settings.alarm_email, removal_policy=removal
         )
         topic = self.alarm_topic.topic
-        self.idempotency.throttle_alarm("Idempotency", topic)
-        self.ledger.throttle_alarm("Ledger", topic)
+        self.records: RecordStore
+        if self.idempotency is not None and self.ledger is not None:
+            self.idempotency.throttle_alarm("Idempotency", topic)
+            self.ledger.throttle_alarm("Ledger", topic)
+            self.records = self.idempotency
+        else:
+            # No DynamoDB table at all: the records and the examples' ledger are in PostgreSQL
+            # (with no LEDGER_TABLE, `exactly_once.ledger` writes in the holder's transaction).
+            # An idempotency table left behind would be an empty one that `eonce locks` could
+            # find and report as "no stuck locks".
+            self.database = IdempotencyDatabase(
+                self,
+                "Database",
+                layer=self.layer,
+                removal_policy=removal,
+                alarm_topic=topic,
+                function_options=options,
+            )
+            self.records = self.database
 
         self.consumers = [self._consumer(spec, options) for spec in consumers]
         self.apis = [self._api(spec, options) for spec in apis]
@@ -115,7 +146,7 @@ class ExactlyOnceStack(Stack):
         self.lock_monitor = StuckLockMonitor(
             self,
             "LockMonitor",
-            table=self.idempotency,
+            table=self.records,
             layer=self.layer,
             interval=Duration.minutes(settings.lock_monitor_interval_minutes),
             alarm_topic=topic,
@@ -125,11 +156,16 @@ class ExactlyOnceStack(Stack):
             self,
             "Dashboard",
             consumers=self.consumers,
-            tables=[("Idempotency", self.idempotency), ("Ledger", self.ledger)],
+            tables=[
+                (label, table)
+                for label, table in (("Idempotency", self.idempotency), ("Ledger", self.ledger))
+                if table is not None
+            ],
             monitor=self.lock_monitor,
             apis=self.apis,
             topics=self.topics,
             subscribers=self.subscribers,
+            database=self.database,
         )
         CfnOutput(self, "LockMonitorFunctionName", value=self.lock_monitor.function.function_name)
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
@@ -143,11 +179,11 @@ class ExactlyOnceStack(Stack):
         self, spec: ConsumerSpec | ApiSpec | SubscriberSpec, options: FunctionOptions
     ) -> EntryPointKeywords:
         """What a consumer, an API and a subscriber take alike from their registry entry and
-        the stack: the code, the shared table, ledger and layer, the alarm topic."""
+        the stack: the code, the shared store, ledger and layer, the alarm topic."""
         return EntryPointKeywords(
             code=lambda_.Code.from_asset(str(spec.source_path), exclude=ASSET_EXCLUDES),
             handler=spec.handler,
-            table=self.idempotency,
+            table=self.records,
             layer=self.layer,
             ledger=self.ledger,
             idempotency_scope=spec.scope,

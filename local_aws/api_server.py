@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from local_aws.lifecycle import ChildServer
 from local_aws.ports import free_port
+from local_aws.store_environment import apply_function_environment
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -93,7 +94,8 @@ class ApiServer(ChildServer):
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = self.log_path.open("wb")
-        env = {**os.environ, **self.aws_environment, **b.environment}
+        env = {**os.environ, **self.aws_environment}
+        apply_function_environment(env, b.environment)
         output: Any = self._log if self._log is not None else subprocess.DEVNULL
         self._spawn(cmd, self.port, timeout_s, env=env, cwd=ROOT, stdout=output, stderr=output)
         return self

@@ -16,16 +16,13 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from exactly_once.http_caller import authorized_caller
 from exactly_once.http_keys import scoped_key
 from exactly_once_ops.api_client import ApiClient, ApiReply
-from local_aws.demo import LedgerCheck, check_ledger
+from local_aws.demo import LedgerCheck, LedgerReader, check_ledger
 from local_aws.http_gateway import iam_caller
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 ACCESS_KEY = "AKIALOCALDEMO"
 RETRY_PAUSE_S = 0.05
@@ -77,9 +74,7 @@ def _caller() -> str:
     return caller
 
 
-def run_api_workload(
-    endpoint: str, ddb: DynamoDBClient, ledger_table: str, workload: ApiWorkload
-) -> ApiReport:
+def run_api_workload(endpoint: str, ledger: LedgerReader, workload: ApiWorkload) -> ApiReport:
     started = time.monotonic()
     rng = random.Random(workload.seed)
     run_id = uuid.uuid4().hex[:8]
@@ -123,7 +118,7 @@ def run_api_workload(
 
     caller = _caller()
     expected = {scoped_key(caller, key) for key in bodies}
-    report.ledger = check_ledger(ddb, ledger_table, expected, run_id)
+    report.ledger = check_ledger(ledger, expected, run_id)
     report.elapsed_s = time.monotonic() - started
     return report
 

@@ -11,7 +11,7 @@ import random
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from exactly_once_ops.message_attributes import error_type
 from exactly_once_ops.send import OutgoingMessage
@@ -123,9 +123,37 @@ def run_keys(run_id: str) -> str:
     return f"-{run_id}-"
 
 
+class LedgerReader(Protocol):
+    """Where a run's report counts effects: the DynamoDB ledger table, or PostgreSQL's
+    `exactly_once.ledger` (local_aws.pg_ledger) when the store is PostgreSQL."""
+
+    def counts(self, contains: str | None = None, scope: str | None = None) -> Counter[str]:
+        """Entries per key; only keys containing `contains`, only entries under `scope`."""
+        ...
+
+
+@dataclass(frozen=True)
+class DynamoLedger:
+    """The ledger table (`LEDGER_TABLE`) the examples write on the DynamoDB store."""
+
+    ddb: DynamoDBClient
+    table: str
+
+    def counts(self, contains: str | None = None, scope: str | None = None) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        paginator = self.ddb.get_paginator("scan")
+        for page in paginator.paginate(TableName=self.table, ProjectionExpression="pk, sk"):
+            for item in page.get("Items", []):
+                key = item["pk"]["S"]
+                if contains is not None and contains not in key:
+                    continue
+                if scope is None or item["sk"]["S"].startswith(f"{scope}#"):
+                    counts[key] += 1
+        return counts
+
+
 def check_ledger(
-    ddb: DynamoDBClient,
-    table: str,
+    ledger: LedgerReader,
     expected: set[str],
     run_id: str | None = None,
     scope: str | None = None,
@@ -134,15 +162,7 @@ def check_ledger(
     up also holds other runs' and hand-sent messages' entries); with `scope`, only the entries
     written under that idempotency scope (`sk` = "<scope>#<effect>": a topic's message takes
     effect once in each of its subscribers)."""
-    counts: Counter[str] = Counter()
-    paginator = ddb.get_paginator("scan")
-    for page in paginator.paginate(TableName=table, ProjectionExpression="pk, sk"):
-        for item in page.get("Items", []):
-            key = item["pk"]["S"]
-            if run_id is not None and run_keys(run_id) not in key:
-                continue
-            if scope is None or item["sk"]["S"].startswith(f"{scope}#"):
-                counts[key] += 1
+    counts = ledger.counts(None if run_id is None else run_keys(run_id), scope)
     return LedgerCheck(
         expected=len(expected),
         executed_once=sum(1 for key in expected if counts[key] == 1),

@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from local_aws.demo import LedgerCheck, check_ledger, dead_letter_reasons
+from local_aws.demo import LedgerCheck, LedgerReader, check_ledger, dead_letter_reasons
 from local_aws.demo_workload import SentWorkload
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 
@@ -39,7 +38,7 @@ class DemoReport:
 
 def build_report(
     sqs: SQSClient,
-    ddb: DynamoDBClient,
+    ledger: LedgerReader,
     outputs: Mapping[str, str],
     workload: SentWorkload,
     *,
@@ -47,7 +46,10 @@ def build_report(
     drained: bool,
     elapsed_s: float,
 ) -> DemoReport:
-    """Read the DLQs and the ledger now; `totals` are the poller's counters (since its start)."""
+    """Read the DLQs and the ledger now; `totals` are the poller's counters (since its start).
+
+    `ledger` is the stack's: the ledger table, or PostgreSQL's when that is the store.
+    """
     dead_letters = {}
     for name in workload.sent:
         now = dead_letter_reasons(sqs, outputs[f"{name}DeadLetterQueueUrl"])
@@ -58,9 +60,7 @@ def build_report(
         poison_planned=workload.poison,
         totals=None if totals is None else dict(Counter(totals) - Counter(workload.totals_before)),
         dead_letters=dead_letters,
-        ledger=check_ledger(
-            ddb, outputs["LedgerTableName"], set(workload.expected_keys), workload.run_id
-        ),
+        ledger=check_ledger(ledger, set(workload.expected_keys), workload.run_id),
         drained=drained,
         elapsed_s=elapsed_s,
     )

@@ -2,6 +2,8 @@
 
 The serving process runs in a session of its own, so closing the terminal that started it or
 pressing Ctrl-C there leaves it alone; only `down` (SIGTERM) or a signal sent to it stops it.
+A PostgreSQL store's server is no descendant of it (pg_ctl detaches the server), so `down`
+counts it among the stack's processes through its data directory in the state folder.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 from exactly_once_ops.local_state import AlreadyUp, StatePaths, UpState
 from local_aws.local_deploy import ROOT
+from local_aws.local_postgres import postmaster
 from local_aws.processes import (
     ProcessId,
     ProcStat,
@@ -31,7 +34,12 @@ class StartFailed(RuntimeError):
 
 
 def start_background(
-    paths: StatePaths, *, stack: str, workers: int, timeout_s: float = 300
+    paths: StatePaths,
+    *,
+    stack: str,
+    workers: int,
+    timeout_s: float = 300,
+    store: str = "dynamodb",
 ) -> tuple[UpState, UpState | None]:
     """Start `python -m local_aws.serve` detached and wait until it published its state.
 
@@ -46,7 +54,7 @@ def start_background(
     stale = paths.clean_stale()
     paths.logs.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-u", "-m", "local_aws.serve", "--state-dir", str(paths.root)]
-    cmd += ["--stack", stack, "--workers", str(workers)]
+    cmd += ["--stack", stack, "--workers", str(workers), "--store", store]
     with paths.serve_log.open("wb") as log:
         proc = subprocess.Popen(
             cmd,
@@ -113,15 +121,28 @@ class Stopped:
     children: list[ProcessId] = field(default_factory=list)  # recorded before SIGTERM
     forced: list[ProcessId] = field(default_factory=list)  # had to be killed
     left: list[ProcessId] = field(default_factory=list)  # still running at the end
+    orphans: list[ProcessId] = field(default_factory=list)  # a dead stack's, stopped now
 
 
-def _started_by(me: ProcStat) -> set[ProcessId]:
+def _started_by(me: ProcStat, paths: StatePaths) -> set[ProcessId]:
     """Its descendants; for `up`'s process, which leads a session, the session's too (orphans
-    and the CDK CLI's process group included)."""
+    and the CDK CLI's process group included); and its PostgreSQL server, if it runs one."""
     members = {p.id for p in descendants(me.pid)}
     if me.session == me.pid:
         members |= {p.id for p in session_members(me.pid) if p.pid != me.pid}
+    if (server := postmaster(paths.postgres_data)) is not None:
+        members.add(server)
     return members
+
+
+def _stop_orphaned_server(paths: StatePaths, timeout_s: float = 30) -> list[ProcessId]:
+    """The PostgreSQL server a stack that died left running: fast shutdown (SIGINT), then kill."""
+    server = postmaster(paths.postgres_data)
+    if server is None:
+        return []
+    kill([server], signal.SIGINT)
+    kill(wait_gone([server], timeout_s))
+    return [server]
 
 
 def stop_background(paths: StatePaths, *, timeout_s: float = 60) -> Stopped:
@@ -134,16 +155,16 @@ def stop_background(paths: StatePaths, *, timeout_s: float = 60) -> Stopped:
     if not pid:
         if pid == 0:  # locked, but no pid yet: a serving process is just starting
             raise AlreadyUp("a local stack is starting; run `eonce down` again in a moment")
-        return Stopped(pid=None, stale=paths.clean_stale())
+        return Stopped(pid=None, stale=paths.clean_stale(), orphans=_stop_orphaned_server(paths))
     me = stat(pid)
     if me is None:
-        return Stopped(pid=None, stale=paths.clean_stale())
-    members = _started_by(me)
+        return Stopped(pid=None, stale=paths.clean_stale(), orphans=_stop_orphaned_server(paths))
+    members = _started_by(me, paths)
     os.kill(pid, signal.SIGTERM)
     forced: list[ProcessId] = []
     if wait_gone([me.id], timeout_s):
         forced.append(me.id)
-        members |= _started_by(me)  # including what it started since (a deploy's CDK CLI)
+        members |= _started_by(me, paths)  # including what it started since (a deploy's CDK CLI)
         kill([me.id, *members])
     # The children exit when their parent has stopped them; orphans (none expected) get a moment.
     survivors = wait_gone(members, 15)

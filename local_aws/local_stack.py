@@ -1,15 +1,18 @@
 """The embedded local AWS: moto for SQS/SNS/CloudFormation/Lambda metadata, DynamoDB Local for
-tables.
+tables, and (`postgres=`) a PostgreSQL server for the idempotency store.
 
 The CDK app is deployed into moto as it would be into an account. The stack's tables are then
 mirrored into DynamoDB Local and every consumer's DynamoDB calls go there, because moto's
-conditional writes are not atomic under concurrency and exactly-once depends on them.
+conditional writes are not atomic under concurrency and exactly-once depends on them. With a
+PostgreSQL store, every function's bindings select it (`IDEMPOTENCY_DSN` instead of the table,
+which the CDK app deploys because it cannot deploy PostgreSQL into moto), and the effects ledger
+the reports read is PostgreSQL's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
 
@@ -19,18 +22,24 @@ from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import DEFAULT_STACK_NAME
 from infra.topics import TOPICS
 from local_aws.api_server import ApiBinding, discover_api_bindings
+from local_aws.demo import DynamoLedger, LedgerReader
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.lifecycle import Lifecycle
 from local_aws.local_deploy import deploy
+from local_aws.local_postgres import LocalPostgres
 from local_aws.moto_server import REGION, MotoServer, aws_env
+from local_aws.pg_ledger import PostgresLedger
 from local_aws.poller import FunctionBinding
 from local_aws.sns_delivery import RetryPolicy, SubscriberBinding
 from local_aws.sns_tap import discover_subscriber_bindings
+from local_aws.store_environment import on_postgres
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sqs import SQSClient
+
+Binding = TypeVar("Binding", FunctionBinding, ApiBinding, SubscriberBinding)
 
 # Short function timeouts keep the demo's redelivery waits (6x the timeout) to seconds.
 LOCAL_CONTEXT: dict[str, Any] = {"functionTimeoutSeconds": 3, "batchingWindowSeconds": 0}
@@ -66,6 +75,7 @@ class LocalStack(Lifecycle):
     context: dict[str, Any] = field(default_factory=dict)
     moto: MotoServer = field(default_factory=MotoServer)
     dynamodb: DynamoDBLocal = field(default_factory=DynamoDBLocal)
+    postgres: LocalPostgres | None = None  # the idempotency store when set, else the table
     outputs: dict[str, str] = field(default_factory=dict)
     _subscribers: list[SubscriberBinding] | None = field(default=None, repr=False)
 
@@ -79,14 +89,36 @@ class LocalStack(Lifecycle):
             self.outputs = deploy(self.moto.endpoint, {**LOCAL_CONTEXT, **context})
             for name in (self.outputs["IdempotencyTableName"], self.outputs["LedgerTableName"]):
                 mirror_table(self.client("dynamodb", via_moto=True), self.client("dynamodb"), name)
+            if self.postgres is not None:
+                self.postgres.start()
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
+        if self.postgres is not None:
+            self.postgres.stop()
         self.dynamodb.stop()
         self.moto.stop()
+
+    @property
+    def store(self) -> str:
+        """The idempotency store the functions use: "dynamodb" or "postgres"."""
+        return "dynamodb" if self.postgres is None else "postgres"
+
+    def ledger(self) -> LedgerReader:
+        """Where the examples' effects are: the ledger table, or PostgreSQL's on that store."""
+        if self.postgres is not None:
+            return PostgresLedger(self.postgres.dsn)
+        return DynamoLedger(self.ddb(), self.outputs["LedgerTableName"])
+
+    def _on_store(self, bindings: list[Binding]) -> list[Binding]:
+        """The bindings as the functions run here: on PostgreSQL, with its DSN for the table."""
+        if self.postgres is None:
+            return bindings
+        dsn = self.postgres.dsn
+        return [replace(b, environment=on_postgres(b.environment, dsn)) for b in bindings]
 
     @property
     def stack_name(self) -> str:
@@ -116,17 +148,18 @@ class LocalStack(Lifecycle):
         return self.client("dynamodb")  # type: ignore[no-any-return]
 
     def bindings(self) -> list[FunctionBinding]:
-        return discover_bindings(self.client("lambda"), self.sqs(), self.outputs, CONSUMERS)
+        found = discover_bindings(self.client("lambda"), self.sqs(), self.outputs, CONSUMERS)
+        return self._on_store(found)
 
     def api_bindings(self) -> list[ApiBinding]:
-        return discover_api_bindings(self.client("lambda"), self.outputs, APIS)
+        return self._on_store(discover_api_bindings(self.client("lambda"), self.outputs, APIS))
 
     def subscriber_bindings(self, retry: RetryPolicy | None = None) -> list[SubscriberBinding]:
         """The topics' direct subscribers, each with a tap queue subscribed in its place (on
         the first call; later calls return the same bindings). Call it before publishing:
         a message published earlier never reaches the tap."""
         if self._subscribers is None:
-            self._subscribers = discover_subscriber_bindings(
+            found = discover_subscriber_bindings(
                 self.client("lambda"),
                 self.client("sns"),
                 self.sqs(),
@@ -135,6 +168,7 @@ class LocalStack(Lifecycle):
                 stack=self.stack_name,
                 retry=retry or RetryPolicy.from_environment(),
             )
+            self._subscribers = self._on_store(found)
         return self._subscribers
 
 

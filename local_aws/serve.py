@@ -5,7 +5,8 @@ topics to their Lambda subscribers, publish state.
 poller and the SNS delivery, writes `up.json`, then their counts to `up-stats.json` every
 second until
 SIGTERM, SIGHUP or Ctrl-C; then it stops every child and removes both files. `run --keep`
-serves the same way in the foreground.
+serves the same way in the foreground. With `--store postgres` the stack's PostgreSQL server
+keeps its cluster in the state folder (`postgres/`), and up.json records its DSN.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from exactly_once_ops.local_state import (
 )
 from exactly_once_ops.targets import DEFAULT_STACK
 from local_aws.api_server import ApiServer
+from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
 from local_aws.moto_server import REGION, MotoServer
 from local_aws.poller import Poller, describe_bindings
@@ -68,6 +70,7 @@ def up_state(stack: LocalStack, poller: Poller, logs: dict[str, Path]) -> UpStat
         logs={name: str(path) for name, path in logs.items()},
         workers=poller.workers,
         started_at=utc_now(),
+        postgres_dsn=None if stack.postgres is None else stack.postgres.dsn,
     )
 
 
@@ -96,24 +99,39 @@ def serve(
         paths.remove_state()
 
 
+def long_lived_postgres(paths: StatePaths) -> LocalPostgres:
+    """The PostgreSQL store of a stack that stays up: its cluster in the state folder (where
+    `down` finds its server), fsync on, as a database that lives for a while should have."""
+    return LocalPostgres(paths.postgres_data, fsync=True)
+
+
 def start(
-    paths: StatePaths, stack_name: str, workers: int, running: ExitStack
+    paths: StatePaths, stack_name: str, workers: int, running: ExitStack, store: str = "dynamodb"
 ) -> tuple[LocalStack, Poller, SnsDelivery, dict[str, Path]]:
     """Deploy, start polling and delivering; `running` stops them, in reverse order, however
     it ends."""
     started = time.monotonic()
-    _log(f"pid {os.getpid()}: starting moto and DynamoDB Local, deploying {stack_name}")
+    servers = (
+        "moto, DynamoDB Local and PostgreSQL" if store == "postgres" else "moto and DynamoDB Local"
+    )
+    _log(f"pid {os.getpid()}: starting {servers}, deploying {stack_name}")
     logs = {
         "serve": paths.serve_log,
         "functions": paths.function_logs,
         "moto": paths.logs / "moto.log",
     }
     moto = MotoServer(log_path=logs["moto"])
-    stack = running.enter_context(LocalStack(context={"stackName": stack_name}, moto=moto))
+    postgres = long_lived_postgres(paths) if store == "postgres" else None
+    stack = running.enter_context(
+        LocalStack(context={"stackName": stack_name}, moto=moto, postgres=postgres)
+    )
     _log(
         f"deployed in {time.monotonic() - started:.1f}s: moto at {stack.moto.endpoint}, "
         f"DynamoDB Local at {stack.dynamodb.endpoint}"
     )
+    if stack.postgres is not None:
+        logs["postgres"] = stack.postgres.server.log_path
+        _log(f"PostgreSQL (the idempotency store) at {stack.postgres.dsn}")
     paths.function_logs.mkdir(parents=True, exist_ok=True)
     for old in paths.function_logs.glob("*.log"):
         old.unlink()
@@ -169,12 +187,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", type=int, default=2, help="poller (and SNS delivery) processes per function"
     )
+    parser.add_argument(
+        "--store", choices=("dynamodb", "postgres"), default="dynamodb", help="idempotency store"
+    )
     args = parser.parse_args(argv)
     paths = StatePaths(Path(args.state_dir).resolve())
     with terminate_on_signals(), ExitStack() as running:
         try:
             running.enter_context(StateLock(paths))
-            stack, poller, delivery, logs = start(paths, args.stack, args.workers, running)
+            stack, poller, delivery, logs = start(
+                paths, args.stack, args.workers, running, args.store
+            )
             _log("serving until SIGTERM (`eonce down`)")
             serve(paths, up_state(stack, poller, logs), poller, delivery)
             _log("stopping")

@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from local_aws.demo import LedgerCheck, check_ledger, dead_letter_reasons
+from local_aws.demo import LedgerCheck, LedgerReader, check_ledger, dead_letter_reasons
 from local_aws.sns_workload import Receiver, SentTopicWorkload
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 
@@ -54,8 +53,7 @@ class TopicReport:
 
 def build_topic_report(
     sqs: SQSClient,
-    ddb: DynamoDBClient,
-    ledger_table: str,
+    ledger: LedgerReader,
     sent: SentTopicWorkload,
     *,
     counts: Mapping[str, Mapping[str, int]] | None,
@@ -75,7 +73,7 @@ def build_topic_report(
                 receiver=receiver,
                 counts=None if found is None else dict(found),
                 dead_letters=dict(now - before),
-                ledger=check_ledger(ddb, ledger_table, expected, sent.run_id, receiver.scope),
+                ledger=check_ledger(ledger, expected, sent.run_id, receiver.scope),
             )
         )
     return TopicReport(sent=sent, receivers=reports, drained=drained, elapsed_s=elapsed_s)

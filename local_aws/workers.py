@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVa
 
 from exactly_once_ops.handlers import load_handler
 from local_aws.lifecycle import Lifecycle
+from local_aws.store_environment import apply_function_environment
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -93,7 +94,7 @@ def run_worker(
     if log_path:
         redirect_output(log_path)
     os.environ.update(aws_environment)
-    os.environ.update(binding.environment)
+    apply_function_environment(os.environ, binding.environment)
     os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", binding.function_name)
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     import boto3  # after the environment is set: the client reads its endpoint and region

@@ -1,4 +1,5 @@
-"""Session-wide servers: DynamoDB Local starts once on a free loopback port and stops at the end."""
+"""Session-wide servers: DynamoDB Local and PostgreSQL start once on free loopback ports and stop
+at the end."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import boto3
+import psycopg
 import pytest
 from botocore.config import Config
 
 from exactly_once import clients
 from exactly_once.store import IdempotencyStore
 from local_aws.dynamodb_local import DynamoDBLocal
+from local_aws.postgres_server import PostgresServer
 from local_aws.tables import create_idempotency_table, create_ledger_table
 
 if TYPE_CHECKING:
@@ -53,6 +56,32 @@ def dynamodb_local() -> Iterator[DynamoDBLocal]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session; fsync is off since its data is thrown away."""
+    server = PostgresServer(fsync=False).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    """A database `eonce_test` with the shipped migrations applied, shared by the session."""
+    # Imported here so that collecting the tests never depends on the PostgreSQL package.
+    from exactly_once.postgres.migrations import migrate
+
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE eonce_test")
+    dsn = postgres_server.dsn_for("eonce_test")
+    migrate(dsn)
+    yield dsn
+    from exactly_once.postgres import connections
+
+    connections.close_all()  # the store's pools, before the server stops
 
 
 def make_ddb_client(endpoint: str, max_attempts: int = 3) -> DynamoDBClient:

@@ -4,7 +4,9 @@ A stuck lock is an IN_PROGRESS record whose lease expired: its holder crashed or
 no redelivery has taken it over yet (or takeover is blocked for that consumer). Overdue work is
 IN_PROGRESS past the completion its holder expected (`once(..., expected_duration_s=...)`),
 which can be long before its lease ends: slow, not necessarily dead. FAILED records wait for a
-person. Both come from the sparse pending index, so this never scans the table.
+person. Both come from the pending records only (DynamoDB's sparse index, PostgreSQL's partial
+index), so this never scans the store. The store is the one the environment names
+(IDEMPOTENCY_TABLE or IDEMPOTENCY_DSN), as for every entry point.
 Counts go out as Powertools metrics (namespace ExactlyOnce) for the alarms; a sample of ids goes
 to the log so whoever is paged can start with `store.get` / `reset`.
 """
@@ -22,7 +24,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from exactly_once.records import StoredRecord
 from exactly_once.schema import Status
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores import Store, open_store
 
 STUCK_LOCKS = "StuckLocks"
 OVERDUE_WORK = "OverdueWork"
@@ -56,7 +58,26 @@ def tally(records: Iterable[StoredRecord], limit: int) -> Tally:
     return result
 
 
-def survey(store: IdempotencyStore, limit: int) -> dict[str, Tally]:
+@dataclass(frozen=True)
+class MonitoredStore:
+    """The store settings (stores.StoreSettings) from the environment; the monitor only reads,
+    so the TTLs and the result cap are never used."""
+
+    table_name: str | None
+    dsn: str | None
+    record_ttl_s: int = 15 * 86_400
+    failed_ttl_s: int = 30 * 86_400
+    result_cap_bytes: int = 64 * 1024
+
+    @classmethod
+    def from_environment(cls) -> MonitoredStore:
+        return cls(
+            table_name=os.environ.get("IDEMPOTENCY_TABLE") or None,
+            dsn=os.environ.get("IDEMPOTENCY_DSN") or None,
+        )
+
+
+def survey(store: Store, limit: int) -> dict[str, Tally]:
     """Count stuck and failed records; `limit` bounds the work when something went very wrong."""
     return {
         # limit + 1 so that hitting the bound is visible as `truncated`
@@ -71,7 +92,7 @@ def survey(store: IdempotencyStore, limit: int) -> dict[str, Tally]:
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handle(event: dict[str, Any], context: Any) -> dict[str, int]:
-    store = IdempotencyStore(os.environ["IDEMPOTENCY_TABLE"])
+    store = open_store(MonitoredStore.from_environment())
     limit = int(os.environ.get("LOCK_MONITOR_MAX_COUNT", "10000"))
     found = survey(store, limit)
     for name, result in found.items():

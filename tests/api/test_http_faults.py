@@ -268,6 +268,7 @@ def test_a_key_sent_after_its_record_expired_runs_again_but_its_effect_does_not(
     first = served.post({"a": 1}, "ttl-1")
     assert first.json() == {"written": True}
     _, store = served.api.configured()
+    assert isinstance(store, IdempotencyStore)
     later = time.time() + store.record_ttl_s + 120
     store._clock = lambda: later  # the API's own store, read its clock from here on
     again = served.post({"a": 1}, "ttl-1")

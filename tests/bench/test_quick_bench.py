@@ -4,7 +4,8 @@ A shared, loaded machine skews timings (a clean run measured 3.78x against a 4x 
 timing targets are left to `make bench`. What makes the layer faster is checked here exactly:
 the DynamoDB calls each record costs, and that one batch's 10 records run side by side. The HTTP
 API row is checked the same way: its calls per first request and per replay, for both libraries.
-Everything runs against the session's DynamoDB Local.
+So is the store row: the round trips per record of the layer on DynamoDB and on PostgreSQL.
+Everything runs against the session's DynamoDB Local and PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from benchmarks.api import ARMS, ApiCase, Clock
 from benchmarks.calls import Case
 from benchmarks.concurrency import Overlap, batch_overlap
 from benchmarks.instrument import CallCounter, add_latency
+from benchmarks.pg_wire import STARTUP, TERMINATE
 from benchmarks.rig import Rig, Variant
 from benchmarks.settings import SMOKE
+from benchmarks.stores import Backend, StoreCase
 from benchmarks.targets import API_EXPECTED_CALLS, EXPECTED_CALLS, evaluate
 from local_aws.dynamodb_local import DynamoDBLocal
 
@@ -29,9 +32,9 @@ LATENCY_S = 0.25
 
 
 @pytest.fixture(scope="module")
-def results(dynamodb_local: DynamoDBLocal) -> harness.Results:
+def results(dynamodb_local: DynamoDBLocal, pg_dsn: str) -> harness.Results:
     """One smoke run of the whole harness: call counts, plus every timing path run once."""
-    return harness.run(dynamodb_local.endpoint, SMOKE)
+    return harness.run(dynamodb_local.endpoint, SMOKE, postgres_dsn=pg_dsn)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +84,39 @@ def test_api_overhead_is_measured_for_every_arm(results: harness.Results) -> Non
     assert all(len(s) == SMOKE.api_repetitions for s in timings.samples.values())
 
 
+def test_store_round_trips_per_record_are_exact_on_both_backends(
+    results: harness.Results,
+) -> None:
+    """DynamoDB: an UpdateItem to acquire and one to complete, the fenced effect one
+    TransactWriteItems. PostgreSQL: the acquire is one statement, a new key or a duplicate alike;
+    the completion one fenced write; the effect goes in a transaction that psycopg opens with
+    BEGIN and the completion commits in the same round trip."""
+    assert results.stores is not None
+    records = SMOKE.call_records
+    trips = {  # a connection the pool opens meanwhile is no round trip of a record's
+        (t.backend, t.case): {k: n for k, n in t.trips.items() if k not in (STARTUP, TERMINATE)}
+        for t in results.stores.round_trips
+    }
+    assert trips == {
+        (Backend.DYNAMODB, StoreCase.NEW): {"dynamodb.UpdateItem": 2 * records},
+        (Backend.DYNAMODB, StoreCase.DUPLICATE): {"dynamodb.UpdateItem": records},
+        (Backend.DYNAMODB, StoreCase.EFFECT): {
+            "dynamodb.UpdateItem": 2 * records,
+            "dynamodb.TransactWriteItems": records,
+        },
+        (Backend.POSTGRES, StoreCase.NEW): {"acquire": records, "fenced write": records},
+        (Backend.POSTGRES, StoreCase.DUPLICATE): {"acquire": records},
+        (Backend.POSTGRES, StoreCase.EFFECT): {
+            "acquire": records,
+            "BEGIN": records,
+            "effect INSERT": records,
+            "completion + COMMIT": records,
+        },
+    }
+    pg_acquire = [t for t in evaluate(results) if t.name.startswith("PostgreSQL: acquire")]
+    assert [t.passed for t in pg_acquire] == [True, True]
+
+
 def test_layer_runs_all_records_of_a_batch_at_once(rig: Rig) -> None:
     """Each call waits at a barrier until all 10 are inside, so 10 is exact, not a sample.
 
@@ -105,6 +141,8 @@ def test_report_and_chart_are_written(results: harness.Results, tmp_path: Path) 
     assert "| new | **2** |" in text
     assert "| first request | **2** | UpdateItem 2 | **2** | PutItem 1 + UpdateItem 1 |" in text
     assert "| replay | **1** | UpdateItem 1 | **1** | PutItem 1 |" in text
+    assert "| duplicate | **1** | UpdateItem 1 | **1** | acquire 1 |" in text
+    assert "| new key + effect | **3** | UpdateItem 2 + TransactWriteItems 1 | **4** |" in text
     exact = [t for t in targets if t.name.startswith("API: DynamoDB calls")]
     assert len(exact) == len(ApiCase)
     assert all(t.passed for t in exact)

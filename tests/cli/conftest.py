@@ -1,9 +1,11 @@
-"""Fixtures for the operator CLI tests: in-process moto SQS/CloudFormation and a CLI runner."""
+"""Fixtures for the operator CLI tests: in-process moto SQS/CloudFormation, a CLI runner and a
+PostgreSQL database of a test's own."""
 
 from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -20,6 +22,8 @@ from tests.cli.support import REGION, Invoke, QueuePair, make_pair
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_sqs import SQSClient
+
+    from local_aws.postgres_server import PostgresServer
 
 
 @pytest.fixture(autouse=True)
@@ -109,3 +113,20 @@ class CurrentStdout:
 def layer_logs_to_current_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
     """The layer's logger keeps the stream it was created with: the first run's, soon closed."""
     monkeypatch.setattr(observability.logger().registered_handler, "stream", CurrentStdout())
+
+
+@pytest.fixture
+def new_database(postgres_server: PostgresServer) -> Iterator[str]:
+    """The DSN of an empty database of the test's own on the session's server (no schema):
+    tests that count or list everything in it see only their own rows."""
+    import psycopg
+
+    from exactly_once.postgres import connections
+
+    name = f"cli_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield postgres_server.dsn_for(name)
+    connections.close_all()  # the pools a command or the test opened on it
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -50,7 +50,7 @@ def test_200_messages_with_duplicates_and_poison_take_effect_exactly_once(
         poller.stop()
         report = build_report(
             sqs,
-            stack.ddb(),
+            stack.ledger(),
             stack.outputs,
             sent,
             totals=poller.totals(),
@@ -131,8 +131,7 @@ def test_the_deployed_api_serves_idempotent_requests_through_the_local_gateway(
     with ApiServer(binding, stack.aws_environment, tmp_path / "api.log") as server:
         report = run_api_workload(
             server.endpoint,
-            stack.ddb(),
-            stack.outputs["LedgerTableName"],
+            stack.ledger(),
             ApiWorkload(payments=12, clients_per_key=4, reused=2, transient_ratio=0.25, seed=3),
         )
     assert summary(report) | {"elapsed_s": 0} == summary(report) | {
@@ -191,8 +190,7 @@ def test_the_topic_reaches_its_subscriber_and_the_orders_queue_exactly_once(
         counts = {**poller.totals_by_consumer(), **delivery.totals_by_subscriber()}
         report = build_topic_report(
             stack.sqs(),
-            stack.ddb(),
-            stack.outputs["LedgerTableName"],
+            stack.ledger(),
             sent,
             counts={k: dict(v) for k, v in counts.items()},
             drained=drained,

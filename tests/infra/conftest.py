@@ -70,6 +70,21 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(VARIANT_CONTEXT, tmp_path_factory.mktemp("cdk-variant"))
 
 
+# The PostgreSQL store (`-c store=postgres`): a dev stage, and the variant's prod stage with X-Ray.
+POSTGRES_CONTEXT: dict[str, Any] = {"store": "postgres"}
+POSTGRES_PROD_CONTEXT: dict[str, Any] = {**VARIANT_CONTEXT, "store": "postgres"}
+
+
+@pytest.fixture(scope="session")
+def postgres_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(POSTGRES_CONTEXT, tmp_path_factory.mktemp("cdk-postgres"))
+
+
+@pytest.fixture(scope="session")
+def postgres_prod_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(POSTGRES_PROD_CONTEXT, tmp_path_factory.mktemp("cdk-postgres-prod"))
+
+
 @pytest.fixture(scope="session")
 def local_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The stack as `local_aws.local_deploy` deploys it into moto."""

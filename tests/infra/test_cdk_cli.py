@@ -40,3 +40,11 @@ def test_cli_synth_refuses_bad_context(tmp_path: Path) -> None:
     result = cdk_synth(tmp_path, "--context", "batchSize=0")
     assert result.returncode != 0
     assert "context 'batchSize': 0 is outside 1..10000" in result.stderr
+
+
+def test_cli_synth_refuses_postgres_for_the_local_emulator(tmp_path: Path) -> None:
+    result = cdk_synth(tmp_path, "--context", "store=postgres", "--context", "localStack=true")
+    assert result.returncode != 0
+    message = "context 'store': postgres cannot be deployed into the local emulator"
+    (line,) = [line for line in result.stderr.splitlines() if message in line]
+    assert "use store=dynamodb" in line  # the reason and the way out, on one line

@@ -1,4 +1,5 @@
-"""The stuck-lock monitor against DynamoDB Local, on a table built from the synthesized template."""
+"""The stuck-lock monitor against DynamoDB Local, on a table built from the synthesized template,
+and against PostgreSQL with the variables the PostgreSQL stack gives it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import logging
 import sys
 import uuid
+from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +17,10 @@ import pytest
 from exactly_once.records import ErrorInfo, StoredRecord
 from exactly_once.schema import Status
 from exactly_once.store import IdempotencyStore
+from exactly_once.stores import Store
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from local_aws.dynamodb_local import DynamoDBLocal
+from local_aws.postgres_server import PostgresServer
 from tests.infra.conftest import Synth
 
 if TYPE_CHECKING:
@@ -59,7 +63,7 @@ def handler(
     return importlib.import_module("exactly_once_cdk.monitor_function.handler")
 
 
-def seed(store: IdempotencyStore, scope: str) -> dict[str, str]:
+def seed(store: Store, scope: str) -> dict[str, str]:
     """One record in each state the monitor must tell apart; returns their ids by role."""
     stuck = store.acquire(scope, "stuck", lease_ms=-1_000, owner="crashed")
     live = store.acquire(scope, "live", lease_ms=600_000, owner="running")
@@ -126,6 +130,69 @@ def test_reports_zero_when_nothing_is_pending(
     }
     (blob,) = [line for line in emitted(capsys.readouterr().out) if "_aws" in line]
     assert (blob["StuckLocks"], blob["FailedRecords"]) == ([0.0], [0.0])  # 0 keeps the alarm fed
+
+
+@pytest.fixture
+def postgres_database(postgres_server: PostgresServer) -> Iterator[str]:
+    """A database of its own, migrated: the monitor counts every record in the store."""
+    import psycopg
+
+    from exactly_once.postgres import connections
+    from exactly_once.postgres.migrations import migrate
+
+    name = f"monitor_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    dsn = postgres_server.dsn_for(name)
+    migrate(dsn)
+    yield dsn
+    connections.pool(dsn).close()  # this database's pool only; other tests keep theirs
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def postgres_handler(
+    postgres_synth: Synth, postgres_database: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ModuleType]:
+    """The handler under the PostgreSQL stack's variables (IAM auth included: the token is
+    signed locally and this trust-auth server ignores it), pointed at the local database."""
+    from exactly_once import clients
+
+    env = postgres_synth.props("AWS::Lambda::Function", "LockMonitorFunction")["Environment"]
+    variables = env["Variables"]
+    assert "IDEMPOTENCY_TABLE" not in variables
+    monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value if isinstance(value, str) else postgres_database)
+    for name, value in {
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    clients.reset()
+    sys.modules.pop("exactly_once_cdk.monitor_function.handler", None)
+    yield importlib.import_module("exactly_once_cdk.monitor_function.handler")
+    clients.reset()  # no client made with these credentials outlives the test
+
+
+def test_counts_on_postgresql_with_the_stacks_variables(
+    postgres_handler: ModuleType, postgres_database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from exactly_once.postgres.store import PostgresStore
+
+    ids = seed(PostgresStore(postgres_database), "payments")
+
+    result = postgres_handler.handle({"source": "aws.events"}, LocalLambdaContext("lock-monitor"))
+
+    assert result == {"StuckLocks": 1, "OverdueWork": 1, "FailedRecords": 1}
+    warnings = {
+        r.__dict__["metric"]: r.__dict__ for r in caplog.records if r.levelno == logging.WARNING
+    }
+    assert warnings["StuckLocks"]["sample_ids"] == [ids["stuck"]]
+    assert warnings["OverdueWork"]["sample_ids"] == [ids["slow"]]
+    assert warnings["FailedRecords"]["by_scope"] == {"payments": 1}
 
 
 def record(record_id: str) -> StoredRecord:

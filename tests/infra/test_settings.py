@@ -79,11 +79,22 @@ class TestSettings:
             ("logRetentionDays", 8, "not in"),
             ("consumers", {"Orders": {"batchsize": 3}}, "unknown keys"),
             ("consumers", "[1]", "expected an object"),
+            ("store", "mysql", "expected one of dynamodb, postgres"),
         ],
     )
     def test_invalid_values_are_refused(self, key: str, value: Any, message: str) -> None:
         with pytest.raises(ValueError, match=message):
             settings(**{key: value})
+
+    def test_store_defaults_to_dynamodb_and_takes_postgres_as_text(self) -> None:
+        assert settings().store == "dynamodb"
+        assert settings(store=" PostgreS ").store == "postgres"  # as `-c store=...` passes it
+
+    def test_postgres_is_refused_for_the_local_emulator(self) -> None:
+        """moto has neither Aurora nor RDS Proxy: a local deploy would quietly be another store."""
+        with pytest.raises(ValueError, match="postgres cannot be deployed into the local emulator"):
+            settings(store="postgres", localStack="true")
+        assert settings(store="dynamodb", localStack="true").local_stack is True
 
 
 class TestResolve:

@@ -169,7 +169,7 @@ def test_wheel_metadata_runtime_dependencies_and_extras(dists: Dists) -> None:
     requirements = [Requirement(r) for r in meta.get_all("Requires-Dist", [])]
     unconditional = {canonicalize_name(r.name) for r in requirements if r.marker is None}
     assert unconditional == {"boto3", "aws-lambda-powertools"}
-    assert set(meta.get_all("Provides-Extra", [])) == {"cdk", "cli"}
+    assert set(meta.get_all("Provides-Extra", [])) == {"cdk", "cli", "postgres"}
 
     def extra(name: str) -> set[str]:
         return {
@@ -180,6 +180,7 @@ def test_wheel_metadata_runtime_dependencies_and_extras(dists: Dists) -> None:
 
     assert extra("cdk") == {"aws-cdk-lib", "constructs"}
     assert extra("cli") == {"typer", "rich"}
+    assert extra("postgres") == {"psycopg", "psycopg-pool"}
 
 
 def test_wheel_declares_the_eonce_console_script(dists: Dists) -> None:

@@ -1,9 +1,11 @@
-"""Exactly-once processing on AWS Lambda: a fenced DynamoDB idempotency store behind SQS
-consumers, HTTP APIs and any section of code (`once`).
+"""Exactly-once processing on AWS Lambda: a fenced idempotency store (DynamoDB, or PostgreSQL
+with your writes in the same transaction) behind SQS consumers, SNS subscribers, HTTP APIs and
+any section of code (`once`).
 
 Every entry point runs on one state machine, the general-purpose lock (`once`, `begin`,
 `claim`): the queue consumer, the SNS subscriber and the HTTP API take their keys through it.
-The HTTP and SNS names load on first use, so a queue consumer's cold start never imports them.
+The HTTP and SNS names load on first use, and the PostgreSQL store only when a DSN selects it,
+so a queue consumer's cold start never imports them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from exactly_once.context import (
     RequestContext,
 )
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import ConfigurationError, PermanentError
+from exactly_once.errors import CommitFailed, ConfigurationError, PermanentError
 from exactly_once.lease import LeasePolicy
 from exactly_once.messages import SqsMessage
 from exactly_once.once_lock import (
@@ -44,6 +46,7 @@ from exactly_once.records import (
 )
 from exactly_once.schema import Status
 from exactly_once.store import IdempotencyStore
+from exactly_once.stores import Store, open_store
 
 if TYPE_CHECKING:
     from exactly_once.http_api import ApiOutcome as ApiOutcome
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from exactly_once.http_api import idempotent_api as idempotent_api
     from exactly_once.http_request import HttpRequest as HttpRequest
     from exactly_once.http_response import HttpResponse as HttpResponse
+    from exactly_once.postgres.store import PostgresStore as PostgresStore
     from exactly_once.sns_handler import DeliveryFailed as DeliveryFailed
     from exactly_once.sns_handler import SnsSubscriber as SnsSubscriber
     from exactly_once.sns_handler import sns_subscriber as sns_subscriber
@@ -64,6 +68,7 @@ _LAZY = {
     "HttpResponse": "http_response",
     "IdempotentApi": "http_api",
     "idempotent_api": "http_api",
+    "PostgresStore": "postgres.store",
 }
 
 __all__ = [
@@ -72,6 +77,7 @@ __all__ = [
     "ApiOutcome",
     "Claim",
     "ClaimStatus",
+    "CommitFailed",
     "ConfigurationError",
     "DeliveryFailed",
     "ErrorInfo",
@@ -89,6 +95,7 @@ __all__ = [
     "OnceLock",
     "Outcome",
     "PermanentError",
+    "PostgresStore",
     "RecordContext",
     "RecordResult",
     "RequestContext",
@@ -96,6 +103,7 @@ __all__ = [
     "SqsConsumer",
     "SqsMessage",
     "Status",
+    "Store",
     "StoredRecord",
     "WriteResult",
     "WriteStatus",
@@ -103,6 +111,7 @@ __all__ = [
     "claim",
     "idempotent_api",
     "once",
+    "open_store",
     "sns_subscriber",
     "sqs_consumer",
 ]

@@ -56,6 +56,14 @@ def sqs() -> SQSClient:
     return _client("sqs")  # type: ignore[no-any-return]
 
 
+def secretsmanager() -> Any:
+    return _client("secretsmanager")
+
+
+def rds() -> Any:
+    return _client("rds")
+
+
 def reset() -> None:
     """Forget cached clients (tests that change endpoints or credentials call this)."""
     with _lock:

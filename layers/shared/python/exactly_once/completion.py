@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from exactly_once.errors import CommitFailed, CommitUnknown
 from exactly_once.lease import remaining_ms
 from exactly_once.records import WriteResult
 
@@ -18,11 +19,15 @@ COMPLETE_ATTEMPTS = 4  # each is botocore's own retries
 def write_durably(write: Callable[[], WriteResult], context: Any, reserve_ms: float) -> WriteResult:
     """`write()`, tried up to COMPLETE_ATTEMPTS times while more than `reserve_ms` plus the next
     back-off is left; the last error is raised when it never got through. Every write it is
-    used for is fenced and recognises its own lost reply, so trying again is safe."""
+    used for is fenced and recognises its own lost reply, so trying again is safe, except a
+    completion whose transaction did not commit, or may not have (CommitFailed, CommitUnknown):
+    the business writes went with it, so a plain retry could record work that never happened."""
     delay = 0.1
     for _ in range(COMPLETE_ATTEMPTS - 1):
         try:
             return write()
+        except (CommitFailed, CommitUnknown):
+            raise
         except Exception:
             if remaining_ms(context) < reserve_ms + delay * 1000:
                 raise

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from exactly_once.errors import ConfigurationError
 from exactly_once.lease import LeasePolicy
@@ -31,9 +31,24 @@ def env_bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
+class StoreSettings(Protocol):
+    """What an entry point's configuration says about its store."""
+
+    @property
+    def table_name(self) -> str | None: ...
+    @property
+    def dsn(self) -> str | None: ...
+    @property
+    def record_ttl_s(self) -> int: ...
+    @property
+    def failed_ttl_s(self) -> int: ...
+    @property
+    def result_cap_bytes(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class ConsumerConfig:
-    table_name: str
+    table_name: str | None  # DynamoDB, or
     scope: str
     dead_letter_queue_url: str | None = None
     concurrency: int = 10  # I/O-bound records overlap their waits; SQS batches of 10 fit exactly
@@ -50,6 +65,7 @@ class ConsumerConfig:
     # queue that already receives envelopes (key=None becomes the SNS MessageId), so a message
     # in flight across the upgrade could run again. IdempotentTopic.subscribe_queue sets auto.
     sns_envelope: str = "off"
+    dsn: str | None = None  # PostgreSQL (see stores.open_store)
 
     def margin_for(self, budget_ms: float) -> float:
         """How close to the deadline a record may still start.
@@ -94,11 +110,23 @@ class ConsumerConfig:
 def store_settings(
     given: dict[str, Any], scope_variable: str, record_ttl_s: int = 15 * 86_400
 ) -> dict[str, Any]:
-    """The settings every entry point shares, from the environment; pops table, scope and
-    lease from `given` (the rest of `given` overrides the returned defaults)."""
-    table = given.pop("table_name", None) or os.environ.get("IDEMPOTENCY_TABLE")
-    if not table:
-        raise ConfigurationError("IDEMPOTENCY_TABLE is not set and no table was given")
+    """The settings every entry point shares, from the environment; pops the store, scope and
+    lease from `given` (the rest of `given` overrides the returned defaults).
+
+    The store is a DynamoDB table (IDEMPOTENCY_TABLE) or a PostgreSQL DSN (IDEMPOTENCY_DSN). One
+    given as an argument wins over the environment; both in the environment is an error, raised
+    when the store is opened (stores.open_store).
+    """
+    table = given.pop("table_name", None)
+    dsn = given.pop("dsn", None)
+    if not table and not dsn:
+        table = os.environ.get("IDEMPOTENCY_TABLE") or None
+        dsn = os.environ.get("IDEMPOTENCY_DSN") or None
+    if not table and not dsn:
+        raise ConfigurationError(
+            "no store: set IDEMPOTENCY_TABLE (DynamoDB) or IDEMPOTENCY_DSN (PostgreSQL), or "
+            "pass table_name= or dsn="
+        )
     scope = (
         given.pop("scope", None)
         or os.environ.get(scope_variable)
@@ -112,6 +140,7 @@ def store_settings(
     )
     return {
         "table_name": table,
+        "dsn": dsn,
         "scope": scope,
         "lease": lease,
         "block_takeover": env_bool("BLOCK_EXPIRED_LEASES", False),

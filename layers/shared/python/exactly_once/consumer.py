@@ -76,6 +76,7 @@ def sqs_consumer(
     fingerprint: bool | None = None,
     fingerprint_fields: Sequence[str] | None = None,
     table_name: str | None = None,
+    dsn: str | None = None,
     scope: str | None = None,
     dead_letter_queue_url: str | None = None,
     concurrency: int | None = None,
@@ -95,7 +96,8 @@ def sqs_consumer(
     envelope (a topic subscription without raw delivery): the key and the body come from it,
     and None means the SNS MessageId; "on" requires one; "off" (default) never looks. The CDK
     construct sets "auto" on the queues it subscribes to a topic.
-    Keyword arguments override the environment (IDEMPOTENCY_TABLE, CONSUMER_SCOPE,
+    Keyword arguments override the environment (IDEMPOTENCY_TABLE or
+    IDEMPOTENCY_DSN, CONSUMER_SCOPE,
     DEAD_LETTER_QUEUE_URL, BATCH_CONCURRENCY, BLOCK_EXPIRED_LEASES, ...).
     """
     overrides: dict[str, Any] = {
@@ -103,6 +105,7 @@ def sqs_consumer(
         "fingerprint": fingerprint,
         "fingerprint_fields": fingerprint_fields,
         "table_name": table_name,
+        "dsn": dsn,
         "scope": scope,
         "dead_letter_queue_url": dead_letter_queue_url,
         "concurrency": concurrency,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from exactly_once.messages import SqsMessage
 from exactly_once.records import Lock
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores import Store
 
 if TYPE_CHECKING:  # the queue path never loads the HTTP modules
     from exactly_once.http_request import HttpRequest
@@ -26,7 +26,7 @@ class LockedContext(ABC):
     key: str
     fence: int  # strictly increases per key across holders: pass it downstream as a fence
     attempt: int
-    _store: IdempotencyStore | None
+    _store: Store | None
     _lock: Lock | None
 
     @property
@@ -39,7 +39,19 @@ class LockedContext(ABC):
         """The entry point's key space (the record id is "{scope}#{key}")."""
         if self._lock is None:
             return ""
+        if self._lock.scope:
+            return self._lock.scope
         return self._lock.record_id[: -len(self.key) - 1] if self.key else self._lock.record_id
+
+    @property
+    def transaction(self) -> Any:
+        """The open `psycopg.Connection` whose transaction commits with this key's COMPLETED
+        record (PostgreSQL store only): business writes made on it happen exactly when the
+        work is recorded done, and roll back when this holder lost its lease. Keep slow calls
+        to other systems out of it (see README, "Choosing a store")."""
+        if self._store is None or self._lock is None:
+            raise RuntimeError("this context holds no lock")
+        return self._store.transaction(self._lock)
 
     def extend_lease(self, lease_ms: int) -> bool:
         """Renew the lock for work that outlives its lease; False means it was lost."""
@@ -61,7 +73,7 @@ class RecordContext(LockedContext):
     attempt: int
     record: dict[str, Any]
     lambda_context: Any = None
-    _store: IdempotencyStore | None = field(default=None, repr=False)
+    _store: Store | None = field(default=None, repr=False)
     _lock: Lock | None = field(default=None, repr=False)
     _message: SqsMessage | None = field(default=None, repr=False)
 
@@ -118,7 +130,7 @@ class RequestContext(LockedContext):
     caller: str
     request: HttpRequest
     lambda_context: Any = None
-    _store: IdempotencyStore | None = field(default=None, repr=False)
+    _store: Store | None = field(default=None, repr=False)
     _lock: Lock | None = field(default=None, repr=False)
 
     @property

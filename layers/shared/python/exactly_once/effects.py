@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from exactly_once import schema
 from exactly_once.codec import sha256_hex
+from exactly_once.errors import ConfigurationError
 from exactly_once.records import Lock, StoredRecord
 from exactly_once.schema import Status
+from exactly_once.store import IdempotencyStore
 
 if TYPE_CHECKING:
     from exactly_once.context import LockedContext
@@ -52,6 +54,11 @@ def put_once(
     store, lock = ctx._store, ctx._lock
     if store is None or lock is None:
         raise LeaseLost("this context holds no lock")
+    if not isinstance(store, IdempotencyStore):
+        raise ConfigurationError(
+            "put_once is the DynamoDB store's fenced effect; on PostgreSQL write the effect in "
+            "ctx.transaction, which commits with the completion"
+        )
     client = store.client
     names = list(key_names) if key_names is not None else list(item)
     mark = effect_mark(table, {name: item.get(name) for name in names})

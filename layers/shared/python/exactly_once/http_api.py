@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from exactly_once import observability
 from exactly_once.context import RequestContext
 from exactly_once.effects import LeaseLost
+from exactly_once.errors import CommitFailed, CommitUnknown
 from exactly_once.http_caller import CallerOf, authorized_caller
 from exactly_once.http_config import ApiConfig
 from exactly_once.http_fingerprint import request_fingerprint
@@ -36,7 +37,7 @@ from exactly_once.http_response import (
 from exactly_once.lease import LeasePolicy, owner
 from exactly_once.once_lock import Claim, ClaimStatus, OnceLock, claim
 from exactly_once.records import ErrorInfo, StoredRecord
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores import Store, open_store
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -115,15 +116,15 @@ class IdempotentApi:
         self.overrides = overrides
         self.caller = caller or authorized_caller
         self._dynamodb_client = dynamodb_client
-        self._store: tuple[ApiConfig, IdempotencyStore] | None = None
+        self._store: tuple[ApiConfig, Store] | None = None
         self._lock = threading.Lock()
         self.last_result: ApiResult | None = None  # for local tools and tests
 
-    def configured(self) -> tuple[ApiConfig, IdempotencyStore]:
+    def configured(self) -> tuple[ApiConfig, Store]:
         config = ApiConfig.resolve(self.overrides)
         with self._lock:
             if self._store is None or self._store[0] != config:
-                store = IdempotencyStore.configured(config, self._dynamodb_client)
+                store = open_store(config, self._dynamodb_client)
                 self._store = (config, store)
             return self._store
 
@@ -217,7 +218,10 @@ class IdempotentApi:
             _store=store,
             _lock=lock.store_lock,
         )
-        return self._run(ctx, config, lock, claimed.takeover)
+        try:
+            return self._run(ctx, config, lock, claimed.takeover)
+        finally:
+            lock.abandon()  # a transaction still open here has no outcome to commit with
 
     def _run_unguarded(self, request: HttpRequest, context: Any) -> ApiResult:
         """No key to keep: the handler runs as it would without this decorator."""
@@ -280,6 +284,36 @@ class IdempotentApi:
                 "LEASE LOST at completion: a newer request owns the key", extra=extra
             )
             return _lease_lost(ctx, "completion refused: a newer request owns the key")
+        except CommitFailed as exc:  # ctx.transaction's writes rolled back with the completion
+            observability.logger().error(
+                "the transaction did not commit; nothing happened",
+                extra={**extra, "error": repr(exc)},
+            )
+            _record_failure(lock, ErrorInfo.from_exception(exc, retryable=True), extra)
+            not_committed = problem(
+                503,
+                "not-committed",
+                "The request's writes did not commit",
+                "Nothing of this request happened. Retrying with the same Idempotency-Key is "
+                "safe: it runs again.",
+                headers={"Retry-After": "1"},
+            )
+            return ApiResult(
+                ApiOutcome.FAILED, not_committed, ctx.key, lock.fence, takeover=takeover
+            )
+        except CommitUnknown as exc:  # committed or not: the record settles it
+            observability.logger().error(
+                "the transaction's outcome is unknown", extra={**extra, "error": repr(exc)}
+            )
+            unknown = problem(
+                503,
+                "outcome-unknown",
+                "The request's outcome is not known yet",
+                "Its writes either committed with it or not at all. Retry with the same "
+                "Idempotency-Key: it replays the response if they did, and runs again if not.",
+                headers={"Retry-After": "1"},
+            )
+            return ApiResult(ApiOutcome.FAILED, unknown, ctx.key, lock.fence, takeover=takeover)
         except Exception as exc:
             # The work happened and its answer is true: give it. The record stays IN_PROGRESS
             # until its lease ends (a retry meanwhile gets 409), then a retry runs again and
@@ -441,6 +475,7 @@ def idempotent_api(
     fingerprint_headers: Sequence[str] | None = None,
     response_headers: Sequence[str] | None = None,
     table_name: str | None = None,
+    dsn: str | None = None,
     scope: str | None = None,
     block_takeover: bool | None = None,
     lease: LeasePolicy | None = None,
@@ -452,8 +487,9 @@ def idempotent_api(
     `caller(request)` names who is calling (default: the authorizer's principal); keys are
     scoped to it. `methods`: where a key is honoured (POST, PATCH). `fingerprint_headers`:
     headers that make two requests different. `response_headers`: headers a replay repeats
-    (default all). Keyword arguments override the environment (IDEMPOTENCY_TABLE, API_SCOPE,
-    BLOCK_EXPIRED_LEASES, IDEMPOTENCY_KEY_REQUIRED, LEASE_MARGIN_MS, RECORD_TTL_SECONDS, ...).
+    (default all). Keyword arguments override the environment (IDEMPOTENCY_TABLE or
+    IDEMPOTENCY_DSN, API_SCOPE, BLOCK_EXPIRED_LEASES, IDEMPOTENCY_KEY_REQUIRED,
+    LEASE_MARGIN_MS, RECORD_TTL_SECONDS, ...).
     """
     overrides: dict[str, Any] = {
         "header": header,
@@ -464,6 +500,7 @@ def idempotent_api(
         else None,
         "response_headers": tuple(response_headers) if response_headers is not None else None,
         "table_name": table_name,
+        "dsn": dsn,
         "scope": scope,
         "block_takeover": block_takeover,
         "lease": lease,

@@ -17,7 +17,7 @@ RECORD_TTL_S = 86_400  # clients retry for minutes or hours; a day is generous
 
 @dataclass(frozen=True)
 class ApiConfig:
-    table_name: str
+    table_name: str | None  # DynamoDB, or
     scope: str
     header: str = DEFAULT_HEADER
     key_required: bool = True
@@ -31,6 +31,7 @@ class ApiConfig:
     record_ttl_s: int = RECORD_TTL_S
     failed_ttl_s: int = 30 * 86_400
     result_cap_bytes: int = 64 * 1024
+    dsn: str | None = None  # PostgreSQL (see stores.open_store)
 
     @classmethod
     def resolve(cls, overrides: dict[str, Any]) -> ApiConfig:

@@ -39,7 +39,16 @@ def _entry(
 def record_effect(
     ctx: LockedContext, detail: dict[str, Any], table: str | None = None, name: str = "effect"
 ) -> str | None:
-    """Write this key's one `name` entry, fenced; None when it was already applied."""
+    """Write this key's one `name` entry, fenced; None when it was already applied.
+
+    On the PostgreSQL store the entry goes in the holder's transaction instead (`table` is not
+    used): it commits with the COMPLETED record, and a zombie's rolls back with its completion.
+    """
+    store = ctx._store
+    if store is not None and store.backend == "postgres":
+        from exactly_once.postgres import ledger
+
+        return ledger.record_effect(ctx, detail, name)
     item = _entry(ctx.key, f"{ctx.scope}#{name}", ctx.fence, ctx.origin_id, detail)
     if put_once(ctx, table or os.environ["LEDGER_TABLE"], item, key_names=("pk", "sk")):
         return str(item["sk"]["S"])

@@ -34,13 +34,13 @@ from exactly_once.completion import write_durably
 from exactly_once.config import store_settings
 from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import PermanentError
+from exactly_once.errors import CommitFailed, PermanentError
 from exactly_once.keys import storable_key
 from exactly_once.lease import LeasePolicy
 from exactly_once.lease import owner as lambda_owner
 from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord, WriteResult
 from exactly_once.schema import Status
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores import Store, open_store
 
 
 class ClaimStatus(StrEnum):
@@ -65,6 +65,17 @@ _FROM_ACQUIRE = {
 }
 
 
+@dataclass(frozen=True)
+class _OnceStore:
+    """The store settings `begin` resolved (stores.StoreSettings)."""
+
+    table_name: str | None
+    dsn: str | None
+    record_ttl_s: int
+    failed_ttl_s: int
+    result_cap_bytes: int = 64 * 1024
+
+
 class NotAcquired(RuntimeError):
     """`claim.lock` of a claim that did not acquire: check `claim.acquired` first."""
 
@@ -80,7 +91,7 @@ class OnceLock(LockedContext):
 
     def __init__(
         self,
-        store: IdempotencyStore,
+        store: Store,
         lock: Lock,
         key: str,
         owner: str,
@@ -96,7 +107,7 @@ class OnceLock(LockedContext):
         # Retries of a write stop while more than this is left of the invocation: a batch
         # keeps time to answer SQS (see completion.write_durably).
         self.reserve_ms = reserve_ms
-        self._store: IdempotencyStore | None = store
+        self._store: Store | None = store
         self._lock: Lock | None = lock
         self._outcome: Status | None = None  # COMPLETED or FAILED, once written
         # `succeed` was tried: the work is done, so the lock must never be failed after it,
@@ -152,7 +163,13 @@ class OnceLock(LockedContext):
         lock = self._unfinished()
         store = self._writer()
         self._succeeding = True
-        self._write(lambda: store.complete(lock, result), "succeed")
+        try:
+            self._write(lambda: store.complete(lock, result), "succeed")
+        except CommitFailed:
+            # The work's writes rolled back with the completion: nothing happened, so failing
+            # the key is safe again (the entry points do; CommitUnknown keeps it as it is).
+            self._succeeding = False
+            raise
         self._outcome = Status.COMPLETED
         observability.count_lock_event(FINISHED, self.scope)
 
@@ -178,12 +195,24 @@ class OnceLock(LockedContext):
         observability.count_lock_event(FINISHED, self.scope)
         return written.replay_nonce or ""
 
+    @property
+    def transaction(self) -> Any:
+        """The open transaction that commits with `succeed` (PostgreSQL store only); refused
+        once the outcome is written, as nothing would commit it any more."""
+        return self._writer().transaction(self._unfinished())
+
+    def abandon(self) -> None:
+        """Roll back the open transaction, if any; the entry points call it when the work ends,
+        so one that ended without an outcome (a lease lost) never leaves a connection open."""
+        if self._store is not None and self._lock is not None:
+            self._store.discard(self._lock)
+
     def _held(self) -> Lock:
         if self._lock is None:
             raise RuntimeError("this OnceLock holds no lock")
         return self._lock
 
-    def _writer(self) -> IdempotencyStore:
+    def _writer(self) -> Store:
         if self._store is None:
             raise RuntimeError("this OnceLock has no store")
         return self._store
@@ -286,7 +315,8 @@ def begin(
     fingerprint: str | None = None,
     block_takeover: bool | None = None,
     table_name: str | None = None,
-    store: IdempotencyStore | None = None,
+    dsn: str | None = None,
+    store: Store | None = None,
     lambda_context: Any = None,
 ) -> Claim:
     """Take the lock on (scope, key), or say what became of the key. One conditional write.
@@ -305,8 +335,8 @@ def begin(
       work that must never repeat); default BLOCK_EXPIRED_LEASES.
     - `key`: any text; one too long for a partition key, or that is not valid UTF-8, is
       stored as its SHA-256 (`claim.key` says which).
-    - `store`, else `table_name`, else IDEMPOTENCY_TABLE (with RECORD_TTL_SECONDS and
-      FAILED_TTL_SECONDS) name the table.
+    - `store`, else `table_name` (DynamoDB) or `dsn` (PostgreSQL), else IDEMPOTENCY_TABLE or
+      IDEMPOTENCY_DSN (with RECORD_TTL_SECONDS and FAILED_TTL_SECONDS) name the store.
 
     Raises what DynamoDB raises when it stays unreachable through botocore's retries.
     """
@@ -316,15 +346,21 @@ def begin(
     # record is keyed by its SHA-256, never refused.
     key = storable_key(key)
     given: dict[str, Any] = {
-        "table_name": table_name or (store.table_name if store else None),
+        "table_name": table_name,
+        "dsn": dsn,
         "scope": scope,
     }
+    if store is not None:
+        given["table_name"] = store.name  # settings need a store; this one is given
     settings = store_settings(given, "ONCE_SCOPE")
     if store is None:
-        store = IdempotencyStore(
-            settings["table_name"],
-            record_ttl_s=settings["record_ttl_s"],
-            failed_ttl_s=settings["failed_ttl_s"],
+        store = open_store(
+            _OnceStore(
+                settings["table_name"],
+                settings["dsn"],
+                settings["record_ttl_s"],
+                settings["failed_ttl_s"],
+            )
         )
     policy: LeasePolicy = settings["lease"]
     if lease_s is not None:
@@ -356,7 +392,7 @@ def begin(
 
 
 def claim(
-    store: IdempotencyStore,
+    store: Store,
     scope: str,
     key: str,
     *,
@@ -424,11 +460,21 @@ class OnceBlock:
         claim = self.claim
         if claim is None or not claim.acquired:
             return False
-        lock = claim.lock
+        try:
+            return self._record(claim, claim.lock, exc)
+        finally:
+            claim.lock.abandon()
+
+    @staticmethod
+    def _record(claim: Claim, lock: OnceLock, exc: BaseException | None) -> Literal[False]:
         if lock.outcome is not None or lock.succeed_tried:
             return False  # recorded by the block, or completion tried: never failed after it
         if exc is None:
-            lock.succeed(None)  # a LeaseLost here tells a zombie it was superseded
+            try:
+                lock.succeed(None)  # a LeaseLost here tells a zombie it was superseded
+            except CommitFailed as failed:  # the block's writes rolled back: retry the key
+                lock.fail(failed, retryable=True)
+                raise
             return False
         if isinstance(exc, LeaseLost):
             return False  # a newer holder owns the key: nothing of ours may be written
@@ -452,7 +498,8 @@ def once(
     fingerprint: str | None = None,
     block_takeover: bool | None = None,
     table_name: str | None = None,
-    store: IdempotencyStore | None = None,
+    dsn: str | None = None,
+    store: Store | None = None,
     lambda_context: Any = None,
 ) -> OnceBlock:
     """`begin` as a context manager (see OnceBlock): `with once(scope, key) as claim:`."""
@@ -466,6 +513,7 @@ def once(
             fingerprint=fingerprint,
             block_takeover=block_takeover,
             table_name=table_name,
+            dsn=dsn,
             store=store,
             lambda_context=lambda_context,
         )

@@ -17,7 +17,7 @@ from exactly_once.config import ConsumerConfig
 from exactly_once.context import RecordContext
 from exactly_once.dead_letter import send_to_dead_letter_queue
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import PermanentError, UnusableInput
+from exactly_once.errors import CommitFailed, PermanentError, UnusableInput
 from exactly_once.keys import KeySpec, resolve_key
 from exactly_once.lease import owner, remaining_ms
 from exactly_once.messages import NonJsonBody, SqsMessage, parse_body, queue_url_from_arn
@@ -25,7 +25,7 @@ from exactly_once.once_lock import ClaimStatus, OnceLock, claim
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.records import ErrorInfo, StoredRecord
 from exactly_once.sns_messages import NotAnEnvelope, unwrap
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores import Store
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -40,7 +40,7 @@ class RecordProcessor:
         handler: Handler,
         key: KeySpec,
         config: ConsumerConfig,
-        store: IdempotencyStore,
+        store: Store,
         sqs: SQSClient | None = None,
         context_type: type[RecordContext] = RecordContext,
     ) -> None:
@@ -202,6 +202,14 @@ class RecordProcessor:
         return self._run(ctx, lock, body, claimed.takeover)
 
     def _run(self, ctx: RecordContext, lock: OnceLock, body: Any, takeover: bool) -> RecordResult:
+        try:
+            return self._run_locked(ctx, lock, body, takeover)
+        finally:
+            lock.abandon()  # a transaction still open here has no outcome to commit with
+
+    def _run_locked(
+        self, ctx: RecordContext, lock: OnceLock, body: Any, takeover: bool
+    ) -> RecordResult:
         mid, key = ctx.message_id, ctx.key
         try:
             result = self.handler(body, ctx)
@@ -260,6 +268,17 @@ class RecordProcessor:
                 Outcome.LEASE_LOST,
                 True,
                 key=ctx.key,
+                fence=ctx.fence,
+                takeover=takeover,
+            )
+        except CommitFailed as exc:  # ctx.transaction's writes rolled back with it
+            self._fail(ctx, lock, ErrorInfo.from_exception(exc, retryable=True))
+            return RecordResult(
+                ctx.message_id,
+                Outcome.FAILED,
+                True,
+                key=ctx.key,
+                reason=f"complete: {exc}",
                 fence=ctx.fence,
                 takeover=takeover,
             )

@@ -17,7 +17,7 @@ from exactly_once.context import RecordContext
 from exactly_once.keys import KeySpec
 from exactly_once.outcomes import RecordResult
 from exactly_once.processor import Handler, RecordProcessor
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores import open_store
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -57,7 +57,7 @@ class RecordEntry(ABC):
         config = ConsumerConfig.resolve(self.overrides, self.scope_variable)
         with self._lock:
             if self._processor is None or self._processor.config != config:
-                store = IdempotencyStore.configured(config, self._dynamodb_client)
+                store = open_store(config, self._dynamodb_client)
                 self._processor = RecordProcessor(
                     self.handler,
                     self.key,

@@ -156,6 +156,7 @@ class Lock:
     fence: int
     attempt: int
     lease_expires_at_ms: int
+    scope: str = ""  # the key space (the record id need not end with the key as given)
 
 
 class AcquireStatus(StrEnum):

@@ -105,6 +105,7 @@ def sns_subscriber(
     fingerprint: bool | None = None,
     fingerprint_fields: Sequence[str] | None = None,
     table_name: str | None = None,
+    dsn: str | None = None,
     scope: str | None = None,
     dead_letter_queue_url: str | None = None,
     block_takeover: bool | None = None,
@@ -120,7 +121,8 @@ def sns_subscriber(
     message), a dotted path in the JSON Message ("order.id"), "attribute:Name" for an SNS
     message attribute, or a callable taking the event's record. Prefer a business key when a
     producer may publish the same thing twice: each Publish gets a new MessageId.
-    Keyword arguments override the environment (IDEMPOTENCY_TABLE, SUBSCRIBER_SCOPE,
+    Keyword arguments override the environment (IDEMPOTENCY_TABLE or
+    IDEMPOTENCY_DSN, SUBSCRIBER_SCOPE,
     DEAD_LETTER_QUEUE_URL, BLOCK_EXPIRED_LEASES, ...).
     """
     overrides: dict[str, Any] = {
@@ -128,6 +130,7 @@ def sns_subscriber(
         "fingerprint": fingerprint,
         "fingerprint_fields": fingerprint_fields,
         "table_name": table_name,
+        "dsn": dsn,
         "scope": scope,
         "dead_letter_queue_url": dead_letter_queue_url,
         "block_takeover": block_takeover,

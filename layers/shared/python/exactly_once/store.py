@@ -11,10 +11,11 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from exactly_once import clients, codec, schema
+from exactly_once import clients, schema
 from exactly_once.errors import ConfigurationError
+from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
 from exactly_once.records import (
     AcquireStatus,
     Acquisition,
@@ -26,15 +27,13 @@ from exactly_once.records import (
     WriteStatus,
 )
 from exactly_once.schema import Status
+from exactly_once.stored_result import StoredResult
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-DAY_S = 86_400
-MIN_TTL_S = 60  # the fence floor (see `acquire`) needs a TTL longer than any clock skew
-TTL_BEYOND_LEASE_S = 60  # `expires_at` always lies this far past the lease's end
-# DynamoDB items are at most 400 KB; the rest of the record (key, error, ...) needs room too.
-MAX_RESULT_CAP_BYTES = 350 * 1024
+    from exactly_once.config import StoreSettings
+
 RENEWALS = 3  # a TTL-expired record raced by other renewers: give up (reported, retried) after this
 
 # Every attribute goes through a placeholder: several of them (status, owner, result, error)
@@ -93,6 +92,7 @@ class _Request:
     """One call to `acquire`: what it asks for, and the clock reading it decides by."""
 
     record_id: str
+    scope: str
     token: str
     owner: str
     fingerprint: str | None
@@ -107,20 +107,7 @@ class _Request:
         return self.now_ms // 1000
 
     def lock(self, fence: int, attempt: int) -> Lock:
-        return Lock(self.record_id, self.token, fence, attempt, self.lease_until_ms)
-
-
-class StoreSettings(Protocol):
-    """What an entry point's configuration says about its store."""
-
-    @property
-    def table_name(self) -> str: ...
-    @property
-    def record_ttl_s(self) -> int: ...
-    @property
-    def failed_ttl_s(self) -> int: ...
-    @property
-    def result_cap_bytes(self) -> int: ...
+        return Lock(self.record_id, self.token, fence, attempt, self.lease_until_ms, self.scope)
 
 
 class IdempotencyStore:
@@ -140,13 +127,7 @@ class IdempotencyStore:
         result_cap_bytes: int = 64 * 1024,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if min(record_ttl_s, failed_ttl_s) < MIN_TTL_S:
-            raise ConfigurationError(f"record and failed TTLs must be at least {MIN_TTL_S} s")
-        if not 0 <= result_cap_bytes <= MAX_RESULT_CAP_BYTES:
-            raise ConfigurationError(
-                f"result_cap_bytes must be 0..{MAX_RESULT_CAP_BYTES}: a DynamoDB item holds "
-                f"at most 400 KB, got {result_cap_bytes}"
-            )
+        check_limits(record_ttl_s, failed_ttl_s, result_cap_bytes)
         self.table_name = table_name
         self._client = client
         self.record_ttl_s = record_ttl_s
@@ -154,11 +135,19 @@ class IdempotencyStore:
         self.result_cap_bytes = result_cap_bytes
         self._clock = clock
 
+    backend = "dynamodb"
+
+    @property
+    def name(self) -> str:
+        return self.table_name
+
     @classmethod
     def configured(
         cls, settings: StoreSettings, client: DynamoDBClient | None = None
     ) -> IdempotencyStore:
         """The store an entry point's configuration describes."""
+        if not settings.table_name:
+            raise ConfigurationError("no DynamoDB table is configured (IDEMPOTENCY_TABLE)")
         return cls(
             settings.table_name,
             client=client,
@@ -174,11 +163,7 @@ class IdempotencyStore:
         return self._client
 
     def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
-        """Record TTL: never before the lease ends, so the TTL can't free a live lock."""
-        ttl = now_s + self.record_ttl_s
-        if lease_until_ms is not None:
-            ttl = max(ttl, lease_until_ms // 1000 + TTL_BEYOND_LEASE_S)
-        return ttl
+        return record_ttl(now_s, self.record_ttl_s, lease_until_ms)
 
     # -- acquisition -------------------------------------------------------------------------
 
@@ -216,6 +201,7 @@ class IdempotencyStore:
         lease_until = now_ms + lease_ms
         req = _Request(
             record_id=rid,
+            scope=scope,
             token=secrets.token_hex(16),
             owner=owner,
             fingerprint=fingerprint,
@@ -426,8 +412,7 @@ class IdempotencyStore:
     def complete(self, lock: Lock, result: Any = None) -> WriteResult:
         """Store the result and mark COMPLETED; never creates a record.
 
-        A result over the cap is stored as its SHA-256 and size, and one the codec cannot
-        round-trip as the reason only, so completion never fails because of the result.
+        The result is kept as stored_result.StoredResult says (a digest over the cap).
         """
         now = self._clock()
         now_ms = int(now * 1000)
@@ -437,21 +422,16 @@ class IdempotencyStore:
             ":ttl": _n(self._ttl(int(now))),
         }
         sets = ["#st = :done", "#upd = :now_ms", "#exp = :ttl"]
-        try:
-            encoded = codec.dumps(result)
-        except Exception as exc:  # whatever the codec refuses, completion must still happen
-            sets.append("#romit = :romit")
-            values[":romit"] = _s(f"not storable: {type(exc).__name__}: {exc}"[:512])
-        else:
-            size = len(encoded.encode("utf-8"))
-            if size <= self.result_cap_bytes:
-                sets.append("#res = :res")
-                values[":res"] = _s(encoded)
-            else:
-                sets += ["#rsha = :rsha", "#rsize = :rsize", "#romit = :romit"]
-                values[":rsha"] = _s(codec.sha256_hex(encoded))
-                values[":rsize"] = _n(size)
-                values[":romit"] = _s(f"{size} bytes, over the {self.result_cap_bytes}-byte cap")
+        kept = StoredResult.of(result, self.result_cap_bytes)
+        for placeholder, value in (
+            ("#res", None if kept.text is None else _s(kept.text)),
+            ("#rsha", None if kept.sha256 is None else _s(kept.sha256)),
+            ("#rsize", None if kept.size is None else _n(kept.size)),
+            ("#romit", None if kept.omitted is None else _s(kept.omitted)),
+        ):
+            if value is not None:
+                sets.append(f"{placeholder} = :{placeholder[1:]}")
+                values[f":{placeholder[1:]}"] = value
         update = f"SET {', '.join(sets)} REMOVE #ps, #pa"
         return self._fenced_update(lock, update, values, leaves=Status.COMPLETED)
 
@@ -531,6 +511,17 @@ class IdempotencyStore:
         nonce = values.get(":nonce", {}).get("S")
         return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=nonce)
 
+    def transaction(self, lock: Lock) -> Any:
+        """DynamoDB has no transaction a business function could share with the record: its
+        effects are fenced instead (effects.put_once, ledger.record_effect)."""
+        raise ConfigurationError(
+            "ctx.transaction needs the PostgreSQL store (IDEMPOTENCY_DSN); on DynamoDB use a "
+            "fenced effect (exactly_once.effects.put_once)"
+        )
+
+    def discard(self, lock: Lock) -> None:
+        """Nothing to roll back: every write here is its own conditional write."""
+
     # -- reads and operator actions ----------------------------------------------------------
 
     def get(self, scope: str, key: str) -> StoredRecord | None:
@@ -589,21 +580,8 @@ class IdempotencyStore:
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def list_overdue(self, *, limit: int | None = None) -> Iterator[StoredRecord]:
-        """IN_PROGRESS records past the completion their holder expected (`expected_by`).
-
-        Such work may still be well inside its lease, so `stuck_only` would not show it yet.
-        The index is keyed on the lease's end, not on `expected_by`, so this reads every
-        in-flight record and filters here: in-flight work is few records, and the query stays
-        on the sparse index.
-        """
-        now_ms = int(self._clock() * 1000)
-        found = 0
-        for record in self.list_pending(Status.IN_PROGRESS):
-            if record.overdue(now_ms):
-                yield record
-                found += 1
-                if limit is not None and found >= limit:
-                    return
+        """IN_PROGRESS records past the completion their holder expected (`expected_by`)."""
+        return overdue(self.list_pending, int(self._clock() * 1000), limit)
 
     def reset(self, scope: str, key: str) -> bool:
         """Make a FAILED record retryable again so the next delivery or a replay runs it."""

@@ -1,0 +1,59 @@
+"""Deleting expired records: a scheduled job (a Lambda handler and `eonce db cleanup`), because
+PostgreSQL has no TTL. Reads already treat an expired row as absent; this only reclaims space.
+
+Batches keep each transaction short and `SKIP LOCKED` keeps it off rows a holder is writing.
+A row is deleted only when its lease has ended too: the TTL always outlives the lease, so this
+is belt and braces. Deleting cannot reset a fence: the next acquire's fence starts above the
+caller's clock in milliseconds (see store.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from exactly_once.errors import ConfigurationError
+from exactly_once.lease import remaining_ms
+from exactly_once.postgres import connections
+
+BATCH = 1_000
+_DELETE = """
+DELETE FROM exactly_once.records WHERE id IN (
+    SELECT id FROM exactly_once.records
+    WHERE expires_at_s < %(now_s)s AND lease_expires_at_ms < %(now_ms)s
+    ORDER BY expires_at_s LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+"""
+
+
+def delete_expired(
+    conninfo: str,
+    *,
+    batch: int = BATCH,
+    now_s: float | None = None,
+    max_batches: int | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
+) -> int:
+    """Delete expired rows in batches until none is left, `max_batches` ran or `keep_going`
+    says stop (the Lambda's time); the count. The next run goes on where this one stopped."""
+    now = time.time() if now_s is None else now_s
+    params = {"now_s": int(now), "now_ms": int(now * 1000), "batch": batch}
+    deleted = 0
+    batches = 0
+    with connections.connect(conninfo) as conn:
+        while (max_batches is None or batches < max_batches) and keep_going():
+            count = conn.execute(_DELETE, params).rowcount
+            deleted += max(count, 0)
+            batches += 1
+            if count < batch:
+                break
+    return deleted
+
+
+def handler(event: Any, context: Any) -> dict[str, int]:
+    """The scheduled Lambda: delete what expired, within the invocation's time."""
+    conninfo = os.environ.get("IDEMPOTENCY_DSN")
+    if not conninfo:
+        raise ConfigurationError("IDEMPOTENCY_DSN is not set")
+    return {"deleted": delete_expired(conninfo, keep_going=lambda: remaining_ms(context) > 30_000)}

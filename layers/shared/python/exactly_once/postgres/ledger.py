@@ -1,0 +1,51 @@
+"""The examples' effect ledger in PostgreSQL, written in the holder's transaction
+(`ctx.transaction`): the entry commits exactly when the COMPLETED record does.
+
+`record_effect` keys the entry by the business key, so even a later generation of the record
+(after it expired and was cleaned up) cannot add a second one. `append_entry` gives every
+execution its own row: only the transaction keeps it to one per key, which is what the chaos
+harness measures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from exactly_once.messages import sanitise
+from exactly_once.postgres.store import db_key
+
+if TYPE_CHECKING:
+    from exactly_once.context import LockedContext
+
+_INSERT = (
+    "INSERT INTO exactly_once.ledger (pk, sk, fence, message_id, detail, written_at_ms) "
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (pk, sk) DO NOTHING RETURNING sk"
+)
+
+
+def record_effect(ctx: LockedContext, detail: dict[str, Any], name: str = "effect") -> str | None:
+    """Write this key's one `name` entry in the transaction; None when it already exists."""
+    return _insert(ctx, f"{ctx.scope}#{name}", detail)
+
+
+def append_entry(ctx: LockedContext, detail: dict[str, Any]) -> str | None:
+    """Write a new entry for this execution in the transaction (no key of its own)."""
+    return _insert(ctx, f"{ctx.fence:015d}#{uuid.uuid4().hex}", detail)
+
+
+def _insert(ctx: LockedContext, sort_key: str, detail: dict[str, Any]) -> str | None:
+    row = ctx.transaction.execute(
+        _INSERT,
+        (
+            db_key(ctx.key),  # as the store keeps it: text cannot hold NUL
+            sort_key,
+            ctx.fence,
+            sanitise(ctx.origin_id),
+            json.dumps(detail, default=str, sort_keys=True),
+            int(time.time() * 1000),
+        ),
+    ).fetchone()
+    return None if row is None else str(row[0])

@@ -1,0 +1,651 @@
+"""The fenced idempotency store on PostgreSQL: the DynamoDB store's state machine and outcomes,
+plus a transaction that commits the holder's business writes with its COMPLETED record.
+
+- Acquire is ONE statement: `INSERT … ON CONFLICT (id) DO UPDATE … WHERE <acquirable>`, whose
+  `RETURNING` row is the lock; a refusal returns the row that refused it from the same
+  statement (read `FOR SHARE`, so its latest version, not the statement's snapshot), so a
+  duplicate costs one round trip, as on DynamoDB. A row inserted after the snapshot is not
+  seen at all, and a row that looks acquirable is never trusted: the statement runs again.
+- Every later write is an UPDATE fenced on the lock token and IN_PROGRESS; a refusal whose row
+  carries our token in the state the write leaves is our own earlier attempt whose reply was
+  lost (the same rule as DynamoDB's ALL_OLD check), so retrying any write is safe.
+- Time is the caller's clock, as on DynamoDB, so leases mean the same on both and tests can
+  move time; leases carry a margin for skew.
+"""
+
+# S608: every statement is composed from this module's constants; values are always bound
+# parameters, never text.
+# ruff: noqa: S608
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from exactly_once import schema
+from exactly_once.codec import sha256_hex
+from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError
+from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
+from exactly_once.messages import sanitise
+from exactly_once.postgres import connections
+from exactly_once.postgres.rows import COLUMNS, record_from_row
+from exactly_once.records import (
+    AcquireStatus,
+    Acquisition,
+    ErrorInfo,
+    Lock,
+    StoredRecord,
+    WriteResult,
+    WriteStatus,
+)
+from exactly_once.schema import Status
+from exactly_once.stored_result import StoredResult
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+    from exactly_once.config import StoreSettings
+
+T = TypeVar("T")
+STALE_READS = 3  # a refusal whose row looks acquirable: run the statement again this often
+ATTEMPTS = 3  # a statement whose connection broke is tried this often (it is fenced: safe)
+PAGE = 500
+
+# Acquirable, as on DynamoDB: a TTL-expired row (a new generation, unless it is a live lease or
+# a takeover that is blocked), an expired lease (unless blocked), a retryable FAILED row, or a
+# permanently FAILED one with its own replay nonce; never one with another fingerprint.
+_ACQUIRE = f"""
+WITH acquired AS (
+    INSERT INTO exactly_once.records AS r (
+        id, scope, status, lock_token, fence, attempts, owner, lease_expires_at_ms,
+        created_at_ms, updated_at_ms, expires_at_s, pending_at_ms, fingerprint, expected_by_ms)
+    VALUES (%(id)s, %(scope)s, 'IN_PROGRESS', %(tok)s, %(now_ms)s + 1, 1, %(owner)s, %(lease)s,
+        %(now_ms)s, %(now_ms)s, %(ttl)s, %(lease)s, %(fp)s, %(xby)s)
+    ON CONFLICT (id) DO UPDATE SET
+        status = 'IN_PROGRESS',
+        lock_token = excluded.lock_token,
+        owner = excluded.owner,
+        lease_expires_at_ms = excluded.lease_expires_at_ms,
+        updated_at_ms = excluded.updated_at_ms,
+        expires_at_s = excluded.expires_at_s,
+        pending_at_ms = excluded.pending_at_ms,
+        acquired_over = CASE WHEN r.expires_at_s < %(now_s)s THEN NULL ELSE r.status END,
+        fence = CASE WHEN r.expires_at_s < %(now_s)s
+            THEN GREATEST(r.fence, %(now_ms)s) + 1 ELSE r.fence + 1 END,
+        attempts = CASE WHEN r.expires_at_s < %(now_s)s THEN 1 ELSE r.attempts + 1 END,
+        created_at_ms = CASE WHEN r.expires_at_s < %(now_s)s
+            THEN excluded.created_at_ms ELSE r.created_at_ms END,
+        fingerprint = CASE WHEN r.expires_at_s < %(now_s)s
+            THEN excluded.fingerprint ELSE COALESCE(excluded.fingerprint, r.fingerprint) END,
+        expected_by_ms = CASE WHEN r.expires_at_s < %(now_s)s
+            THEN excluded.expected_by_ms ELSE COALESCE(excluded.expected_by_ms, r.expected_by_ms)
+            END,
+        result = NULL, result_sha256 = NULL, result_size = NULL, result_omitted = NULL,
+        error_type = NULL, error_message = NULL, error_retryable = NULL, error_at_ms = NULL,
+        replay_nonce = NULL
+    WHERE (r.expires_at_s < %(now_s)s AND NOT (r.status = 'IN_PROGRESS'
+            AND (r.lease_expires_at_ms >= %(now_ms)s OR %(block)s)))
+        OR (r.expires_at_s >= %(now_s)s
+            AND (%(fp)s::text IS NULL OR r.fingerprint IS NULL OR r.fingerprint = %(fp)s)
+            AND ((NOT %(block)s AND r.status = 'IN_PROGRESS' AND r.lease_expires_at_ms < %(now_ms)s)
+                OR (r.status = 'FAILED' AND r.error_retryable)
+                OR (r.status = 'FAILED' AND r.replay_nonce = %(nonce)s)))
+    RETURNING {COLUMNS}
+),
+refused AS (
+    -- FOR SHARE reads the row's latest version, the one that refused us (we hold its lock),
+    -- rather than this statement's snapshot, which may predate a commit we waited for.
+    SELECT {COLUMNS} FROM exactly_once.records
+    WHERE id = %(id)s AND NOT EXISTS (SELECT FROM acquired) FOR SHARE
+)
+SELECT true AS won, {COLUMNS} FROM acquired
+UNION ALL
+SELECT false AS won, {COLUMNS} FROM refused
+"""
+
+_FENCED = "WHERE id = %(id)s AND lock_token = %(tok)s AND status = 'IN_PROGRESS'"
+# One statement: the write, and the row that refused it (for the lost-reply check), read FOR
+# SHARE so that it is the row's latest version: a write that waited on the row (its own earlier
+# attempt, or a takeover) is judged by what that left, not by the statement's snapshot.
+_FENCED_WRITE = """
+WITH written AS (UPDATE exactly_once.records SET {sets} {fenced} RETURNING replay_nonce),
+refused AS (
+    SELECT replay_nonce, status, lock_token FROM exactly_once.records
+    WHERE id = %(id)s AND NOT EXISTS (SELECT FROM written) FOR SHARE
+)
+SELECT true AS won, replay_nonce, NULL AS status, NULL AS lock_token FROM written
+UNION ALL
+SELECT false, replay_nonce, status, lock_token FROM refused
+"""
+_MARK_FAILED = (
+    "status = 'FAILED', error_type = %(etype)s, error_message = %(emsg)s, "
+    "error_retryable = %(eretry)s, error_at_ms = %(now_ms)s, updated_at_ms = %(now_ms)s, "
+    "expires_at_s = %(ttl)s, pending_at_ms = %(now_ms)s"
+)
+
+
+def db_key(key: str) -> str:
+    """A key as PostgreSQL text holds it. Text cannot hold NUL (DynamoDB strings can), so a key
+    with one is kept as its SHA-256, as over-long keys already are (keys.storable_key)."""
+    return key if "\x00" not in key else "sha256:" + sha256_hex(key)
+
+
+def _db_id(scope: str, key: str) -> str:
+    return schema.record_id(scope, db_key(key))
+
+
+def _reconnect_helps(exc: Exception) -> bool:
+    """A broken or unobtainable connection (no SQLSTATE, or class 08, or the server shutting
+    down) is worth another try; an error the server raised for the statement is not: a lock
+    timeout would only wait again."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in {"57P01", "57P02", "57P03"}
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One call to `acquire`: what it asks for, and the clock reading it decides by."""
+
+    record_id: str
+    scope: str
+    token: str
+    fingerprint: str | None
+    block_takeover: bool
+    replay_nonce: str | None
+    now_ms: int
+    lease_until_ms: int
+
+    @property
+    def now_s(self) -> int:
+        return self.now_ms // 1000
+
+    def lock(self, fence: int, attempt: int) -> Lock:
+        return Lock(self.record_id, self.token, fence, attempt, self.lease_until_ms, self.scope)
+
+
+class PostgresStore:
+    """Lock, complete and fail idempotency records with fenced statements on PostgreSQL."""
+
+    backend = "postgres"
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        record_ttl_s: int = 15 * DAY_S,
+        failed_ttl_s: int = 30 * DAY_S,
+        result_cap_bytes: int = 64 * 1024,
+        clock: Callable[[], float] = time.time,
+        pool: ConnectionPool[Connection[Any]] | None = None,
+        transaction_pool: ConnectionPool[Connection[Any]] | None = None,
+    ) -> None:
+        """`pool` runs the store's statements, `transaction_pool` lends the holders their
+        transactions (by default the process's two pools for the DSN, connections.pool)."""
+        check_limits(record_ttl_s, failed_ttl_s, result_cap_bytes)
+        self.conninfo = conninfo
+        self.record_ttl_s = record_ttl_s
+        self.failed_ttl_s = failed_ttl_s
+        self.result_cap_bytes = result_cap_bytes
+        self._clock = clock
+        self._pool = pool
+        self._transaction_pool = transaction_pool
+        # The holders' open business transactions, by lock token.
+        self._open: dict[str, Connection[Any]] = {}
+        self._open_lock = threading.Lock()
+
+    @classmethod
+    def configured(cls, settings: StoreSettings) -> PostgresStore:
+        if not settings.dsn:
+            raise ConfigurationError("no PostgreSQL DSN is configured (IDEMPOTENCY_DSN)")
+        return cls(
+            settings.dsn,
+            record_ttl_s=settings.record_ttl_s,
+            failed_ttl_s=settings.failed_ttl_s,
+            result_cap_bytes=settings.result_cap_bytes,
+        )
+
+    @property
+    def name(self) -> str:
+        return connections.describe(self.conninfo)
+
+    @property
+    def pool(self) -> ConnectionPool[Connection[Any]]:
+        if self._pool is None:
+            self._pool = connections.pool(self.conninfo, connections.STATEMENTS)
+        return self._pool
+
+    @property
+    def transaction_pool(self) -> ConnectionPool[Connection[Any]]:
+        if self._transaction_pool is None:
+            self._transaction_pool = connections.pool(self.conninfo, connections.TRANSACTIONS)
+        return self._transaction_pool
+
+    def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
+        return record_ttl(now_s, self.record_ttl_s, lease_until_ms)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _run(self, statement: Callable[[Connection[Any]], T]) -> T:
+        """`statement` on a pooled connection, tried again when the connection broke.
+
+        Every statement here is fenced or recognises its own earlier attempt, so running one
+        again after a lost reply is safe; errors that are not the connection's surface at once.
+        """
+        import psycopg
+
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                with self.pool.connection() as conn:
+                    return statement(conn)
+            except psycopg.OperationalError as exc:
+                if attempt == ATTEMPTS or not _reconnect_helps(exc):
+                    raise
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    @staticmethod
+    def _rows(conn: Connection[Any], sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        from psycopg.rows import dict_row
+
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(sql.encode(), params)  # composed from constants, values bound
+            return cur.fetchall() if cur.description else []
+
+    # -- acquisition -------------------------------------------------------------------------
+
+    def acquire(
+        self,
+        scope: str,
+        key: str,
+        *,
+        lease_ms: int,
+        owner: str,
+        fingerprint: str | None = None,
+        block_takeover: bool = False,
+        replay_nonce: str | None = None,
+        expected_duration_ms: int | None = None,
+    ) -> Acquisition:
+        """Take the record in one statement; a refusal comes back with the row that refused."""
+        now_ms = self._now_ms()
+        req = _Request(
+            record_id=_db_id(scope, key),
+            scope=scope,
+            token=secrets.token_hex(16),
+            fingerprint=fingerprint,
+            block_takeover=block_takeover,
+            replay_nonce=replay_nonce or None,
+            now_ms=now_ms,
+            lease_until_ms=now_ms + lease_ms,
+        )
+        params = {
+            "id": req.record_id,
+            "scope": sanitise(scope),
+            "tok": req.token,
+            "owner": sanitise(owner),
+            "now_ms": now_ms,
+            "now_s": req.now_s,
+            "lease": req.lease_until_ms,
+            "ttl": self._ttl(req.now_s, req.lease_until_ms),
+            "fp": fingerprint,
+            "xby": None if expected_duration_ms is None else now_ms + expected_duration_ms,
+            "block": block_takeover,
+            "nonce": req.replay_nonce,
+        }
+        import psycopg
+
+        for _ in range(STALE_READS):
+            try:
+                rows = self._run(lambda conn: self._rows(conn, _ACQUIRE, params))
+            except psycopg.errors.LockNotAvailable:
+                # A holder's transaction holds the row (a completion committing, or a frozen
+                # holder): in progress, as DynamoDB would say of a live lease.
+                return Acquisition(AcquireStatus.IN_PROGRESS, record=self.get_by_id(req.record_id))
+            if not rows:
+                continue  # the conflicting row is newer than this statement's snapshot
+            row = rows[0]
+            record = record_from_row(row)
+            if row["won"]:
+                return Acquisition(
+                    AcquireStatus.ACQUIRED,
+                    lock=req.lock(record.fence, record.attempts),
+                    takeover=row["acquired_over"] == Status.IN_PROGRESS,
+                    retry=row["acquired_over"] == Status.FAILED,
+                )
+            if record.lock_token == req.token:
+                # Our own insert committed and its reply was lost; the retry met it.
+                return Acquisition(
+                    AcquireStatus.ACQUIRED, lock=req.lock(record.fence, record.attempts)
+                )
+            verdict = self._refused(record, req)
+            if verdict is not None:
+                return verdict
+        # Contended: the row kept changing under us. Judge by its latest state; one that still
+        # looks acquirable is in progress (the queue redelivers, the API answers 409).
+        current = self.get_by_id(req.record_id)
+        verdict = (
+            None if current is None else self._refused(current, replace(req, block_takeover=False))
+        )
+        return verdict or Acquisition(AcquireStatus.IN_PROGRESS, record=current)
+
+    def _refused(self, record: StoredRecord, req: _Request) -> Acquisition | None:
+        """What a refusal means, in the DynamoDB store's order; None when the row would have
+        been acquirable (so it is older than what refused us)."""
+        expired = record.is_expired(req.now_s) and not record.lease_live(req.now_ms)
+        if expired:
+            if req.block_takeover and record.status is Status.IN_PROGRESS:
+                return self._block(record, req)
+            return None
+        if req.fingerprint is not None and record.fingerprint not in (None, req.fingerprint):
+            return Acquisition(AcquireStatus.FINGERPRINT_MISMATCH, record=record)
+        if record.status is Status.COMPLETED:
+            return Acquisition(AcquireStatus.ALREADY_COMPLETED, record=record)
+        if record.status is Status.FAILED:
+            error = record.error
+            if (error is not None and error.retryable) or (
+                req.replay_nonce is not None and record.replay_nonce == req.replay_nonce
+            ):
+                return None
+            return Acquisition(AcquireStatus.FAILED_PERMANENTLY, record=record)
+        if record.lease_expired(req.now_ms):
+            return self._block(record, req) if req.block_takeover else None
+        return Acquisition(AcquireStatus.IN_PROGRESS, record=record)
+
+    def _block(self, record: StoredRecord, req: _Request) -> Acquisition:
+        """Mark an expired lease FAILED for a person instead of taking it over (payments): its
+        holder may have done the work and died before completing, and only a person can tell.
+        A fresh token, so the blocked holder's late write is "lease lost", never its own."""
+        error = ErrorInfo(
+            "LeaseExpired",
+            f"lease of {record.owner} (fence {record.fence}) expired before completion; "
+            "takeover is blocked for this consumer, so a person must check and reset or replay",
+            retryable=False,
+        )
+        params = {
+            **self._failure_params(error, req.now_ms),
+            "id": record.record_id,
+            "tok": record.lock_token or "",
+            "nonce": secrets.token_hex(16),
+            "blocked": secrets.token_hex(16),
+        }
+        sql = (
+            f"UPDATE exactly_once.records SET {_MARK_FAILED}, replay_nonce = %(nonce)s, "
+            f"lock_token = %(blocked)s {_FENCED} AND lease_expires_at_ms < %(now_ms)s "
+            f"RETURNING {COLUMNS}"
+        )
+        rows = self._run(lambda conn: self._rows(conn, sql, params))
+        if rows:
+            return Acquisition(AcquireStatus.FAILED_PERMANENTLY, record=record_from_row(rows[0]))
+        # The old holder finished (or someone else moved it) in between: report that state.
+        current = self.get_by_id(record.record_id)
+        if current is None:
+            return Acquisition(AcquireStatus.IN_PROGRESS)  # gone: the next delivery takes it
+        verdict = self._refused(current, replace(req, block_takeover=False))
+        return verdict or Acquisition(AcquireStatus.IN_PROGRESS, record=current)
+
+    # -- the holder's transaction ------------------------------------------------------------
+
+    def transaction(self, lock: Lock) -> Connection[Any]:
+        """The connection whose open transaction commits with this lock's completion.
+
+        BEGIN is sent here, so a `with conn.transaction():` block of the holder's is a savepoint
+        inside it, never a commit of its own; commit, rollback and close are refused while the
+        connection is lent (connections.HolderConnection). The record's row is not locked by
+        it: a takeover stays possible while the business writes run, and the completion,
+        fenced on the token, then fails and rolls them back.
+        """
+        with self._open_lock:
+            conn = self._open.get(lock.token)
+            if conn is not None:
+                return conn
+            conn = self.transaction_pool.getconn()
+            try:
+                conn.execute("BEGIN")
+            except BaseException:
+                self.transaction_pool.putconn(conn)
+                raise
+            connections.lend(conn, lent=True)
+            self._open[lock.token] = conn
+            return conn
+
+    def discard(self, lock: Lock) -> None:
+        conn = self._take(lock)
+        if conn is not None:
+            self._finish_quietly(conn)
+
+    def _take(self, lock: Lock) -> Connection[Any] | None:
+        with self._open_lock:
+            return self._open.pop(lock.token, None)
+
+    def _finish(self, conn: Connection[Any]) -> None:
+        """Take the connection back: roll back what is still open, return it to the pool."""
+        from psycopg.pq import TransactionStatus
+
+        connections.lend(conn, lent=False)
+        try:
+            if conn.info.transaction_status is not TransactionStatus.IDLE:
+                conn.rollback()
+        finally:
+            self.transaction_pool.putconn(conn)  # a broken connection is discarded by the pool
+
+    def _finish_quietly(self, conn: Connection[Any]) -> None:
+        with contextlib.suppress(Exception):  # broken: the pool has discarded it
+            self._finish(conn)
+
+    def _complete_in(
+        self, conn: Connection[Any], lock: Lock, params: dict[str, Any]
+    ) -> WriteResult:
+        """The completion as the last statement of the holder's transaction, and the COMMIT,
+        sent together in one round trip (`_COMPLETE_AND_COMMIT`).
+
+        Fenced: a holder whose lease was taken over finds no row to update, the statement
+        fails, and everything it wrote rolls back with it. A reply that never came is settled
+        by reading the row (`_settle`).
+        """
+        import psycopg
+
+        try:
+            conn.execute(_bound(conn, _COMPLETE_AND_COMMIT, params))
+        except psycopg.errors.DivisionByZero:  # no row matched: the lease was lost
+            self._finish_quietly(conn)
+            return WriteResult(WriteStatus.LEASE_LOST, current=self.get_by_id(lock.record_id))
+        except Exception as exc:
+            self._finish_quietly(conn)
+            return self._settle(lock, exc)
+        self._finish(conn)  # committed: nothing is left to roll back
+        return WriteResult(WriteStatus.OK, lock=lock)
+
+    def _settle(self, lock: Lock, cause: Exception) -> WriteResult:
+        """A completion that raised: it committed or it did not, and the row says which.
+
+        COMPLETED under our token: done (the reply was lost). IN_PROGRESS under our token:
+        nothing committed, the holder still holds the key (CommitFailed: it fails the key, or
+        its lease ends). Another holder's: ours could never commit (lease lost). Unreadable:
+        CommitUnknown, and the record settles it later.
+        """
+        try:
+            current = self.get_by_id(lock.record_id)
+        except Exception as unreadable:
+            raise CommitUnknown(
+                f"{lock.record_id}: the commit's reply was lost ({type(cause).__name__}) and "
+                f"the record cannot be read ({type(unreadable).__name__})"
+            ) from cause
+        if current is None or current.lock_token != lock.token:
+            return WriteResult(WriteStatus.LEASE_LOST, current=current)
+        if current.status is Status.COMPLETED:
+            return WriteResult(WriteStatus.OK, lock=lock)
+        raise CommitFailed(
+            f"{lock.record_id}: the transaction did not commit ({type(cause).__name__}: {cause})"
+        ) from cause
+
+    # -- fenced writes -----------------------------------------------------------------------
+
+    def complete(self, lock: Lock, result: Any = None) -> WriteResult:
+        """Mark COMPLETED with the result (stored_result.StoredResult); in the holder's open
+        transaction when it has one, so its business writes commit with it."""
+        now = self._clock()
+        kept = StoredResult.of(result, self.result_cap_bytes)
+        params = {
+            "id": lock.record_id,
+            "tok": lock.token,
+            "now_ms": int(now * 1000),
+            "ttl": self._ttl(int(now)),
+            "res": kept.text,
+            "rsha": kept.sha256,
+            "rsize": kept.size,
+            "romit": kept.omitted,
+        }
+        conn = self._take(lock)
+        if conn is not None:
+            return self._complete_in(conn, lock, params)
+        return self._fenced_write(lock, _COMPLETE, params, leaves=Status.COMPLETED)
+
+    def fail(self, lock: Lock, error: ErrorInfo) -> WriteResult:
+        """Keep the record FAILED with the error; an open transaction is rolled back first.
+        A permanent failure gets a fresh nonce that only a real DLQ replay presents."""
+        self.discard(lock)
+        params = {**self._failure_params(error, self._now_ms()), "id": lock.record_id}
+        params["tok"] = lock.token
+        params["nonce"] = None if error.retryable else secrets.token_hex(16)
+        sets = f"{_MARK_FAILED}, replay_nonce = %(nonce)s"
+        return self._fenced_write(lock, sets, params, leaves=Status.FAILED)
+
+    def _failure_params(self, error: ErrorInfo, now_ms: int) -> dict[str, Any]:
+        return {
+            "etype": sanitise(error.type[:256]),
+            "emsg": sanitise(error.message[: ErrorInfo.MAX_MESSAGE]),
+            "eretry": error.retryable,
+            "now_ms": now_ms,
+            "ttl": now_ms // 1000 + self.failed_ttl_s,
+        }
+
+    def release(self, lock: Lock, reason: str = "released by its holder") -> WriteResult:
+        """A retryable FAILED record rather than a deletion: deleting would reset the fence."""
+        return self.fail(lock, ErrorInfo("Released", reason, retryable=True))
+
+    def extend(self, lock: Lock, lease_ms: int) -> WriteResult:
+        """Renew the lease (on its own connection: the holder's transaction stays open)."""
+        now_ms = self._now_ms()
+        lease_until = now_ms + lease_ms
+        params = {
+            "id": lock.record_id,
+            "tok": lock.token,
+            "lease": lease_until,
+            "now_ms": now_ms,
+            "ttl": self._ttl(now_ms // 1000, lease_until),
+        }
+        sets = (
+            "lease_expires_at_ms = %(lease)s, pending_at_ms = %(lease)s, "
+            "updated_at_ms = %(now_ms)s, expires_at_s = %(ttl)s"
+        )
+        result = self._fenced_write(lock, sets, params, leaves=Status.IN_PROGRESS)
+        if result.ok:
+            return replace(result, lock=replace(lock, lease_expires_at_ms=lease_until))
+        return result
+
+    def _fenced_write(
+        self, lock: Lock, sets: str, params: dict[str, Any], leaves: Status
+    ) -> WriteResult:
+        sql = _FENCED_WRITE.format(sets=sets, fenced=_FENCED)
+        rows = self._run(lambda conn: self._rows(conn, sql, params))
+        if rows and rows[0]["won"]:
+            return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=rows[0]["replay_nonce"])
+        if rows and rows[0]["lock_token"] == lock.token and rows[0]["status"] == leaves:
+            # Our own earlier attempt committed and its reply was lost.
+            return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=rows[0]["replay_nonce"])
+        return WriteResult(WriteStatus.LEASE_LOST, current=self.get_by_id(lock.record_id))
+
+    # -- reads and operator actions ----------------------------------------------------------
+
+    def get(self, scope: str, key: str) -> StoredRecord | None:
+        """The live record, or None when absent or expired (cleanup deletes expired rows)."""
+        return self.get_by_id(_db_id(scope, key))
+
+    def get_by_id(self, record_id: str) -> StoredRecord | None:
+        sql = f"SELECT {COLUMNS} FROM exactly_once.records WHERE id = %(id)s"
+        rows = self._run(lambda conn: self._rows(conn, sql, {"id": record_id}))
+        if not rows:
+            return None
+        record = record_from_row(rows[0])
+        return None if record.is_expired(self._clock()) else record
+
+    def list_pending(
+        self, status: Status, *, stuck_only: bool = False, limit: int | None = None
+    ) -> Iterator[StoredRecord]:
+        """IN_PROGRESS or FAILED records from the partial index, oldest first, in pages.
+
+        `stuck_only` keeps IN_PROGRESS records whose lease has expired.
+        """
+        if status is Status.COMPLETED:
+            raise ValueError("completed records are not in the pending index")
+        now = self._clock()
+        params: dict[str, Any] = {
+            "status": status.value,
+            "now_s": int(now),
+            "before": int(now * 1000) if stuck_only and status is Status.IN_PROGRESS else None,
+            "after_at": -1,
+            "after_id": "",
+            "page": PAGE,
+        }
+        sql = (
+            f"SELECT {COLUMNS} FROM exactly_once.records WHERE status = %(status)s "
+            "AND status <> 'COMPLETED' AND expires_at_s >= %(now_s)s "
+            "AND (%(before)s::bigint IS NULL OR pending_at_ms < %(before)s) "
+            "AND (pending_at_ms, id) > (%(after_at)s, %(after_id)s) "
+            "ORDER BY pending_at_ms, id LIMIT %(page)s"
+        )
+        found = 0
+        while True:
+            rows = self._run(lambda conn: self._rows(conn, sql, params))
+            for row in rows:
+                yield record_from_row(row)
+                found += 1
+                if limit is not None and found >= limit:
+                    return
+            if len(rows) < PAGE:
+                return
+            params["after_at"], params["after_id"] = rows[-1]["pending_at_ms"], rows[-1]["id"]
+
+    def list_overdue(self, *, limit: int | None = None) -> Iterator[StoredRecord]:
+        """IN_PROGRESS records past the completion their holder expected (`expected_by`)."""
+        return overdue(self.list_pending, int(self._clock() * 1000), limit)
+
+    def reset(self, scope: str, key: str) -> bool:
+        """Make a FAILED record retryable again so the next delivery or a replay runs it."""
+        sql = (
+            "UPDATE exactly_once.records SET error_retryable = true, updated_at_ms = %(now_ms)s "
+            "WHERE id = %(id)s AND status = 'FAILED' RETURNING 1"
+        )
+        params = {"id": _db_id(scope, key), "now_ms": self._now_ms()}
+        return bool(self._run(lambda conn: self._rows(conn, sql, params)))
+
+
+_COMPLETE = (
+    "status = 'COMPLETED', updated_at_ms = %(now_ms)s, expires_at_s = %(ttl)s, "
+    "pending_at_ms = NULL, result = %(res)s, result_sha256 = %(rsha)s, "
+    "result_size = %(rsize)s, result_omitted = %(romit)s"
+)
+# The holder's completion and its COMMIT as one simple-protocol query (one round trip): when the
+# fence refuses, `1 / count(*)` divides by zero, the transaction aborts, and the COMMIT after it
+# never runs. Multi-statement queries cannot carry bound parameters, so `_bound` quotes the
+# values client-side (psycopg's own literal quoting).
+_COMPLETE_AND_COMMIT = (
+    f"WITH done AS (UPDATE exactly_once.records SET {_COMPLETE} {_FENCED} RETURNING 1) "
+    "SELECT 1 / count(*) FROM done; COMMIT"
+)
+
+
+def _bound(conn: Any, statement: str, params: dict[str, Any]) -> bytes:
+    """`statement` with its `%(name)s` parameters as quoted literals."""
+    from psycopg import sql
+
+    template = statement.replace("{", "{{").replace("}", "}}")
+    template = re.sub(r"%\((\w+)\)s", r"{\1}", template)
+    values = {name: sql.Literal(value) for name, value in params.items()}
+    return sql.SQL(template).format(**values).as_string(conn).encode()

@@ -1,0 +1,43 @@
+"""PostgreSQL helpers for the store tests: the ledger, and a store whose pool meets faults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from exactly_once.postgres.store import PostgresStore
+from fault_injection.pg_faults import FaultyPool, faulty_store_pools
+from tests.conftest import FakeClock
+
+
+def ledger_rows(dsn: str, key: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT sk, fence FROM exactly_once.ledger WHERE pk = %s ORDER BY fence", (key,)
+        ).fetchall()
+
+
+def faulty_store(
+    dsn: str, clock: FakeClock, plan: dict[str, list[str]]
+) -> tuple[PostgresStore, FaultyPool]:
+    """A store whose next statements of each kind meet the planned faults, in order."""
+
+    def decide(kind: str) -> str | None:
+        planned = plan.get(kind)
+        return planned.pop(0) if planned else None
+
+    pools = faulty_store_pools(dsn, decide)
+    return PostgresStore(dsn, clock=clock, **pools), pools["pool"]
+
+
+def insert_entry(conn: Any, key: str, fence: int) -> None:
+    conn.execute(
+        "INSERT INTO exactly_once.ledger (pk, sk, fence, message_id, detail, written_at_ms) "
+        "VALUES (%s, %s, %s, 'm', '{}', 0)",
+        (key, f"by-{fence}", fence),
+    )
+
+
+Write = Callable[[Any], None]

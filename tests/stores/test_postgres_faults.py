@@ -1,0 +1,90 @@
+"""Faults at the PostgreSQL driver's edge (fault_injection/pg_faults.py), as botocore's event
+hooks inject them for DynamoDB: lost replies, and a database unreachable past the retries."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+
+from exactly_once import AcquireStatus, ErrorInfo, Status
+from tests.conftest import FakeClock
+from tests.stores.pg_support import faulty_store
+
+
+def _key() -> str:
+    return f"k-{uuid.uuid4().hex[:8]}"
+
+
+def test_a_lost_reply_on_acquire_is_recognised_as_our_own_lock(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    store, pool = faulty_store(pg_dsn, clock, {"acquire": ["lose"]})
+    key = _key()
+    got = store.acquire(scope, key, lease_ms=30_000, owner="o")
+    assert pool.injected == {("acquire", "lose"): 1}
+    assert got.status is AcquireStatus.ACQUIRED
+    assert got.lock is not None
+    record = store.get(scope, key)
+    assert record is not None
+    assert record.lock_token == got.lock.token
+    assert record.attempts == 1
+    assert store.complete(got.lock, "r").ok
+
+
+@pytest.mark.parametrize("write", ["complete", "fail", "extend"])
+def test_a_lost_reply_on_a_fenced_write_counts_as_done(
+    pg_dsn: str, scope: str, clock: FakeClock, write: str
+) -> None:
+    store, pool = faulty_store(pg_dsn, clock, {})
+    key = _key()
+    got = store.acquire(scope, key, lease_ms=30_000, owner="o")
+    assert got.lock is not None
+    pool.decide = lambda kind: "lose" if kind == "write" and not pool.injected else None
+    if write == "complete":
+        written = store.complete(got.lock, {"n": 1})
+        status = Status.COMPLETED
+    elif write == "fail":
+        written = store.fail(got.lock, ErrorInfo("X", "x", retryable=False))
+        status = Status.FAILED
+        assert written.replay_nonce  # the nonce the DLQ copy needs survives the lost reply
+    else:
+        written = store.extend(got.lock, 60_000)
+        status = Status.IN_PROGRESS
+    assert pool.injected == {("write", "lose"): 1}
+    assert written.ok
+    record = store.get(scope, key)
+    assert record is not None
+    assert record.status is status
+    if write == "fail":
+        assert record.replay_nonce == written.replay_nonce
+
+
+def test_unreachable_past_the_retries_raises_and_writes_nothing(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    store, pool = faulty_store(pg_dsn, clock, {"acquire": ["fail"] * 3})
+    key = _key()
+    with pytest.raises(psycopg.OperationalError):
+        store.acquire(scope, key, lease_ms=30_000, owner="o")
+    assert pool.injected == {("acquire", "fail"): 3}
+    assert store.get(scope, key) is None
+    assert store.acquire(scope, key, lease_ms=30_000, owner="o").status is AcquireStatus.ACQUIRED
+
+
+def test_a_completion_throttled_past_the_retries_leaves_the_key_to_its_lease(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    store, _pool = faulty_store(pg_dsn, clock, {"write": ["fail"] * 3})
+    key = _key()
+    got = store.acquire(scope, key, lease_ms=30_000, owner="o")
+    assert got.lock is not None
+    with pytest.raises(psycopg.OperationalError):
+        store.complete(got.lock, None)
+    assert store.acquire(scope, key, lease_ms=30_000, owner="p").status is AcquireStatus.IN_PROGRESS
+    clock.advance(31)
+    taken = store.acquire(scope, key, lease_ms=30_000, owner="p")
+    assert taken.takeover
+    assert taken.lock is not None
+    assert taken.lock.fence == got.lock.fence + 1
