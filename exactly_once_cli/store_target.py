@@ -102,10 +102,14 @@ def database_errors(dsn: str | None) -> Iterator[None]:
         import psycopg
     except ModuleNotFoundError as exc:
         fail(f"the PostgreSQL store needs {exc.name}, which is not installed: {PG_REQUIREMENTS}")
+    from exactly_once.errors import ConfigurationError
+
     try:
         yield
     except psycopg.Error as exc:
         fail(f"{describe(dsn)}: {type(exc).__name__}: {exc}")
+    except ConfigurationError as exc:  # an unparsable DSN: never quoted (it may hold a password)
+        fail(f"{describe(dsn)}: {exc}")
 
 
 def postgres_store(dsn: str) -> PostgresStore:

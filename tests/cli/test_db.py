@@ -103,7 +103,10 @@ def test_a_server_that_does_not_answer_is_one_error_line(cli: Invoke, command: s
 def test_an_unparsable_dsn_is_one_error_line(cli: Invoke) -> None:
     result = cli("db", "migrate", "--dsn", "not a dsn")
     assert result.exit_code == 1
-    assert one_line(result.output).startswith("error: postgresql (unparsable DSN): ")
+    assert one_line(result.output) == (
+        "error: postgresql (unparsable DSN): the PostgreSQL DSN cannot be parsed "
+        "(check its quoting and percent-encoding)"
+    )
 
 
 def test_no_dsn_anywhere_is_a_usage_error(cli: Invoke) -> None:

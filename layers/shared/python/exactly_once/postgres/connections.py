@@ -58,7 +58,10 @@ def pool(conninfo: str, purpose: str = STATEMENTS) -> ConnectionPool[Connection[
                 # A batch runs 10 records at a time (BATCH_CONCURRENCY): each may hold one
                 # transaction and run one statement at once.
                 max_size=env_int("IDEMPOTENCY_PG_POOL_MAX", 10),
-                timeout=float(env_int("IDEMPOTENCY_PG_CONNECT_TIMEOUT", 5)),
+                # How long a caller waits for a pooled connection. Generous: waiting for one is
+                # better than failing work that would run a moment later (a burst of requests
+                # in one process, new connections forked slowly on a loaded server).
+                timeout=float(env_int("IDEMPOTENCY_PG_POOL_WAIT_S", 30)),
                 max_lifetime=MAX_LIFETIME_S,
                 name=f"exactly-once-{purpose}",
                 open=True,
