@@ -132,19 +132,16 @@ def test_a_taken_port_fails_with_the_server_log_and_leaves_nothing(scratch: Path
     assert list(scratch.iterdir()) == []
 
 
-def wheel_bin_or_skip() -> Path:
+def wheel_bin() -> Path:
+    """The pgserver wheel's binaries: a dev requirement, so `make setup` always installs it."""
     bin_dir = pg.wheel_bin_dir()
-    if bin_dir is None:
-        pytest.skip(
-            "the pgserver wheel (requirements-dev.txt) is not installed, so the fallback "
-            "binaries for machines without PostgreSQL cannot be tried"
-        )
+    assert bin_dir is not None, "pgserver (requirements-dev.txt) is not installed"
     return bin_dir
 
 
 @pytest.mark.usefixtures("scratch")
 def test_the_pgserver_wheel_binaries_run_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = wheel_bin_or_skip()
+    bin_dir = wheel_bin()
     monkeypatch.setenv(pg.BIN_ENV, str(bin_dir))
     with PostgresServer(fsync=False) as server:
         assert server.binaries.bin_dir == bin_dir
@@ -158,7 +155,7 @@ def test_the_pgserver_wheel_binaries_run_a_server(monkeypatch: pytest.MonkeyPatc
 def test_without_postgres_on_path_the_wheel_is_used(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    bin_dir = wheel_bin_or_skip()
+    bin_dir = wheel_bin()
     monkeypatch.setenv("PATH", str(tmp_path))
     found = pg.find_binaries()
     assert (found.source, found.bin_dir) == ("pgserver wheel", bin_dir)

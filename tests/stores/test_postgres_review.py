@@ -11,7 +11,6 @@ sleep to provoke anything), then the second connection commits.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,9 +29,9 @@ from exactly_once.postgres.store import PostgresStore, _db_id
 from exactly_once.records import Lock
 from tests.conftest import FakeClock
 from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows
+from tests.waiting import wait_until
 
 T = TypeVar("T")
-BLOCKED_WITHIN_S = 10.0  # a deadline for the server to show the wait, never a race's timing
 
 
 @pytest.fixture
@@ -55,18 +54,18 @@ def _key() -> str:
 def _wait_until_blocked(locker: psycopg.Connection[Any], future: Future[Any]) -> None:
     """Until some session waits on a lock `locker` holds (or the call already returned)."""
     pid = locker.info.backend_pid
-    deadline = time.monotonic() + BLOCKED_WITHIN_S
     with psycopg.connect(locker.info.dsn, autocommit=True) as probe:
-        while time.monotonic() < deadline and not future.done():
+
+        def blocked_or_done() -> bool:
+            if future.done():
+                return True
             row = probe.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
                 (pid,),
             ).fetchone()
-            if row and row[0]:
-                return
-            time.sleep(0.01)
-    if not future.done():
-        raise AssertionError("the store's statement never waited on the held row lock")
+            return bool(row and row[0])
+
+        wait_until(blocked_or_done, lambda: "the store's statement never waited on the row lock")
 
 
 def _behind(locker: psycopg.Connection[Any], call: Callable[[], T]) -> T:

@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from botocore.retries.standard import ExponentialBackoff
@@ -72,29 +72,27 @@ class Faults:
     fired: bool = False
 
 
-class Backend:
+class Backend(Protocol):
     """One store under test, with its own faults, effect, raw reads and sweep."""
 
     name: str
 
-    def store(self, clock: FakeClock, faults: Faults) -> Store:
-        raise NotImplementedError
+    def store(self, clock: FakeClock, faults: Faults) -> Store: ...
 
     def raw(self, scope: str, key: str) -> StoredRecord | None:
         """The record as stored, expired or not."""
-        raise NotImplementedError
+        ...
 
     def apply_effect(self, ctx: RecordContext) -> bool:
         """Apply the key's effect; True when this holder's effect is the one (pending commit
         on PostgreSQL)."""
-        raise NotImplementedError
+        ...
 
     def effect_fences(self, scope: str, key: str) -> set[int]:
         """The fences of the effects that exist (committed) for the key."""
-        raise NotImplementedError
+        ...
 
-    def sweep(self, scope: str, key: str, now_s: float) -> None:
-        raise NotImplementedError
+    def sweep(self, scope: str, key: str, now_s: float) -> None: ...
 
 
 @dataclass

@@ -108,21 +108,26 @@ class ConsumerConfig:
 
 
 def store_settings(
-    given: dict[str, Any], scope_variable: str, record_ttl_s: int = 15 * 86_400
+    given: dict[str, Any],
+    scope_variable: str,
+    record_ttl_s: int = 15 * 86_400,
+    *,
+    store_given: bool = False,
 ) -> dict[str, Any]:
     """The settings every entry point shares, from the environment; pops the store, scope and
     lease from `given` (the rest of `given` overrides the returned defaults).
 
     The store is a DynamoDB table (IDEMPOTENCY_TABLE) or a PostgreSQL DSN (IDEMPOTENCY_DSN). One
     given as an argument wins over the environment; both in the environment is an error, raised
-    when the store is opened (stores.open_store).
+    when the store is opened (stores.open_store). `store_given`: the caller has its store
+    already, so none need be configured.
     """
     table = given.pop("table_name", None)
     dsn = given.pop("dsn", None)
     if not table and not dsn:
         table = os.environ.get("IDEMPOTENCY_TABLE") or None
         dsn = os.environ.get("IDEMPOTENCY_DSN") or None
-    if not table and not dsn:
+    if not table and not dsn and not store_given:
         raise ConfigurationError(
             "no store: set IDEMPOTENCY_TABLE (DynamoDB) or IDEMPOTENCY_DSN (PostgreSQL), or "
             "pass table_name= or dsn="

@@ -350,9 +350,7 @@ def begin(
         "dsn": dsn,
         "scope": scope,
     }
-    if store is not None:
-        given["table_name"] = store.name  # settings need a store; this one is given
-    settings = store_settings(given, "ONCE_SCOPE")
+    settings = store_settings(given, "ONCE_SCOPE", store_given=store is not None)
     if store is None:
         store = open_store(
             _OnceStore(
