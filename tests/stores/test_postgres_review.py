@@ -434,3 +434,32 @@ def test_a_malformed_dsn_never_puts_its_password_in_an_error() -> None:
     with pytest.raises(ConfigurationError) as raised:
         delete_expired(dsn)
     assert secret not in str(raised.value), str(raised.value)
+
+
+def test_a_holder_waiting_for_a_pooled_transaction_does_not_stop_the_others_completing(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    """Found in a fresh-clone `make test` (the local API, 16 requests at once, one process):
+    `transaction()` waited for a pooled connection while holding the store's lock, and the
+    holders that would give one back need that lock to complete. Everything stalled until the
+    pool's wait ran out. Here: a transaction pool of 1, its holder completes while a second
+    holder waits for that connection."""
+    pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        pg_dsn, kwargs={"autocommit": True}, min_size=0, max_size=1, timeout=60, open=True
+    )
+    store = PostgresStore(pg_dsn, clock=clock, transaction_pool=pool)
+    try:
+        first, second = (_acquired(store, scope, _key()) for _ in range(2))
+        store.transaction(first).execute("SELECT 1")
+        with ThreadPoolExecutor(1) as threads:
+            waiting = threads.submit(lambda: store.transaction(second).execute("SELECT 1"))
+            wait_until(
+                lambda: pool.get_stats().get("requests_waiting", 0) > 0 or None,
+                lambda: pool.get_stats(),
+            )
+            assert store.complete(first, "done").ok  # not blocked by the waiting holder
+            waiting.result(timeout=60)
+        assert store.complete(second, "done").ok
+        assert store._open == {}
+    finally:
+        pool.close()

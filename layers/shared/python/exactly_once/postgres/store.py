@@ -402,17 +402,21 @@ class PostgresStore:
         """
         with self._open_lock:
             conn = self._open.get(lock.token)
-            if conn is not None:
-                return conn
-            conn = self.transaction_pool.getconn()
-            try:
-                conn.execute("BEGIN")
-            except BaseException:
-                self.transaction_pool.putconn(conn)
-                raise
-            connections.lend(conn, lent=True)
-            self._open[lock.token] = conn
+        if conn is not None:
             return conn
+        # Never wait for a pooled connection under the lock: the holders that would give one
+        # back take the lock to complete, and would wait for us in turn. A token is one
+        # holder's, used by one thread at a time, so no one else opens it meanwhile.
+        conn = self.transaction_pool.getconn()
+        try:
+            conn.execute("BEGIN")
+        except BaseException:
+            self.transaction_pool.putconn(conn)
+            raise
+        connections.lend(conn, lent=True)
+        with self._open_lock:
+            self._open[lock.token] = conn
+        return conn
 
     def discard(self, lock: Lock) -> None:
         conn = self._take(lock)
