@@ -17,6 +17,7 @@ from exactly_once import (
     PermanentError,
     Status,
     begin,
+    lifecycle,
     schema,
 )
 from exactly_once.effects import LeaseLost
@@ -40,7 +41,7 @@ def test_a_new_key_is_acquired_with_its_lock(
     lock = claim.lock
     assert (lock.key, lock.attempt, lock.scope) == ("k", 1, scope)
     assert lock.fence == int(clock.now * 1000) + 1
-    assert lock.owner == f"{socket.gethostname()}:{os.getpid()}"
+    assert lock.owner == f"{socket.gethostname()}:{os.getpid()}:{lifecycle.instance_id()}"
     assert claim.owner == lock.owner
     assert lock.outcome is None
     assert claim.lease_ends_at == lock.lease_ends_at == clock.now + 20 + MARGIN_MS / 1000
@@ -246,7 +247,7 @@ class TestLease:
                 return 9_000
 
         claim = begin(scope, "k", store=store, lambda_context=Context())
-        assert claim.lock.owner == "orders:req-1"
+        assert claim.lock.owner == f"orders:req-1:{lifecycle.instance_id()}"
         assert claim.lock.lease_ends_at * 1000 == clock.now * 1000 + 9_000 + MARGIN_MS
 
     @pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan")])

@@ -21,7 +21,8 @@ UPDATE = (
     "SET #st = :ip, #tok = :tok, #lease = :lease, #own = :own, #upd = :now_ms, "
     "#crt = if_not_exists(#crt, :now_ms), #exp = :ttl, #ps = :shard, #pa = :lease, "
     "#fence = if_not_exists(#fence, :now_ms) + :one "
-    "ADD #att :one REMOVE #res, #rsha, #rsize, #romit, #err, #nonce"
+    # `#rid` since durable resumes (durable.py): a takeover must clear an earlier holder's id
+    "ADD #att :one REMOVE #res, #rsha, #rsize, #romit, #err, #nonce, #rid"
 )
 CONDITION = (
     "attribute_not_exists(#id) OR #exp >= :now_s AND #st = :ip AND #lease < :now_ms "
@@ -29,7 +30,7 @@ CONDITION = (
 )
 NAMES = [
     "#id", "#st", "#exp", "#lease", "#tok", "#fence", "#att", "#own", "#crt", "#upd", "#res",
-    "#rsha", "#rsize", "#romit", "#err", "#ps", "#pa", "#retry", "#nonce",
+    "#rsha", "#rsize", "#romit", "#err", "#ps", "#pa", "#retry", "#nonce", "#rid",
 ]  # fmt: skip
 VALUES = [
     ":ip", ":tok", ":lease", ":own", ":now_ms", ":now_s", ":ttl", ":shard", ":one", ":failed",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from exactly_once import lifecycle
 from exactly_once.consumer import SqsConsumer, sqs_consumer
 from exactly_once.context import (
     LockedContext,
@@ -115,6 +116,9 @@ __all__ = [
     "sns_subscriber",
     "sqs_consumer",
 ]
+
+# At import, which is init: SnapStart's hooks must be registered before the snapshot is taken.
+lifecycle.install()
 
 
 def __getattr__(name: str) -> Any:

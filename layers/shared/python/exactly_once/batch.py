@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from exactly_once import lifecycle
 from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
 
@@ -28,6 +29,17 @@ def _pool(size: int) -> ThreadPoolExecutor:
         if pool is None:
             pool = _pools[size] = ThreadPoolExecutor(size, thread_name_prefix="record")
         return pool
+
+
+def _forget_pools() -> None:
+    """In a forked child the pools' threads are gone (fork copies only the calling thread): a
+    task submitted to them would never run. Start afresh, with a lock nobody holds."""
+    global _pools_lock
+    _pools_lock = threading.Lock()
+    _pools.clear()
+
+
+lifecycle.on_clone(_forget_pools)
 
 
 def run_chains(

@@ -11,6 +11,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from exactly_once import lifecycle
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
@@ -68,3 +70,23 @@ def reset() -> None:
     """Forget cached clients (tests that change endpoints or credentials call this)."""
     with _lock:
         _clients.clear()
+
+
+def _forget() -> None:
+    """In a clone: drop the parent's clients (their sockets are shared) and a lock another
+    thread may have held at the fork. Never closed here: the parent may still use them."""
+    global _lock
+    _lock = threading.Lock()
+    _clients.clear()
+
+
+def _close() -> None:
+    """Before a snapshot: close connections, so that no restored copy inherits a socket."""
+    with _lock:
+        for client in _clients.values():
+            client.close()
+        _clients.clear()
+
+
+lifecycle.on_clone(_forget)
+lifecycle.on_snapshot(_close)

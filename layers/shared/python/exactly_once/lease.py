@@ -41,7 +41,11 @@ def remaining_ms(context: Any) -> float:
 
 
 def owner(context: Any) -> str:
-    """Who holds a lock, for people reading the record: function and request id."""
+    """Who holds a lock, for people reading the record: function, request id and this process's
+    instance id (lifecycle.instance_id), so processes sharing a request's name (Managed
+    Instances) or restored from one snapshot (SnapStart) never look like one holder."""
+    from exactly_once.lifecycle import instance_id
+
     function = getattr(context, "function_name", None) or "local"
     request = getattr(context, "aws_request_id", None) or "-"
-    return f"{function}:{request}"
+    return f"{function}:{request}:{instance_id()}"

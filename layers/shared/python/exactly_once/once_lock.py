@@ -29,12 +29,12 @@ from enum import StrEnum
 from types import TracebackType
 from typing import Any, Literal
 
-from exactly_once import observability
+from exactly_once import durable, lifecycle, observability
 from exactly_once.completion import write_durably
 from exactly_once.config import store_settings
 from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import CommitFailed, PermanentError
+from exactly_once.errors import CommitFailed, ConfigurationError, PermanentError
 from exactly_once.keys import storable_key
 from exactly_once.lease import LeasePolicy
 from exactly_once.lease import owner as lambda_owner
@@ -247,6 +247,7 @@ class Claim:
     record: StoredRecord | None = None  # the record that refused the lock (not ACQUIRED)
     takeover: bool = False  # ACQUIRED over an earlier holder's expired lease
     retry: bool = False  # ACQUIRED over a retryable FAILED record
+    resumed: bool = False  # ACQUIRED over this holder's own lock (a durable replay)
     _lock: OnceLock | None = field(default=None, repr=False)
 
     @property
@@ -318,6 +319,7 @@ def begin(
     dsn: str | None = None,
     store: Store | None = None,
     lambda_context: Any = None,
+    resume_id: str | None = None,
 ) -> Claim:
     """Take the lock on (scope, key), or say what became of the key. One conditional write.
 
@@ -328,7 +330,7 @@ def begin(
       neither, the lease is the invocation's remaining time plus the margin in Lambda (given
       `lambda_context`), else 60 s plus the margin; the work is expected by the lease's end.
     - `owner`: who holds the key, for people reading the record (default: host and pid, or
-      the function and request id in Lambda). Fenced effects record it as their origin.
+      the function and request id in Lambda; with this process's instance id). Fenced effects record it as their origin.
     - `fingerprint`: a digest of the input (`codec.fingerprint`); the same key with another
       one is a MISMATCH, never run.
     - `block_takeover`: an expired lease is not taken over but made FAILED for a person (for
@@ -337,6 +339,12 @@ def begin(
       stored as its SHA-256 (`claim.key` says which).
     - `store`, else `table_name` (DynamoDB) or `dsn` (PostgreSQL), else IDEMPOTENCY_TABLE or
       IDEMPOTENCY_DSN (with RECORD_TTL_SECONDS and FAILED_TTL_SECONDS) name the store.
+    - `resume_id`: names a holder that outlives one invocation; its next invocation resumes
+      the key's IN_PROGRESS lock (new token and fence) instead of finding it in progress. A
+      durable function's DurableContext given as `lambda_context` sets it to the execution's
+      ARN (see durable.py); such a lock must be given `lease_s` or `expected_duration_s`
+      covering the whole execution, waits included, or another execution could take it over
+      while this one is suspended.
 
     Raises what DynamoDB raises when it stays unreachable through botocore's retries.
     """
@@ -345,6 +353,16 @@ def begin(
     # As for queue keys: too long for a partition key, or not UTF-8 (a lone surrogate), the
     # record is keyed by its SHA-256, never refused.
     key = storable_key(key)
+    arn = durable.execution_arn(lambda_context)
+    if arn is not None:
+        if lease_s is None and expected_duration_s is None:
+            raise ConfigurationError(
+                "a durable execution may suspend inside the block for longer than one "
+                "invocation: give once/begin lease_s (or expected_duration_s) covering the "
+                "execution, waits included"
+            )
+        resume_id = resume_id or arn
+        lambda_context = durable.lambda_context(lambda_context)
     given: dict[str, Any] = {
         "table_name": table_name,
         "dsn": dsn,
@@ -374,7 +392,7 @@ def begin(
     holder = owner or (
         lambda_owner(lambda_context)
         if lambda_context is not None
-        else f"{socket.gethostname()}:{os.getpid()}"
+        else f"{socket.gethostname()}:{os.getpid()}:{lifecycle.instance_id()}"
     )
     return claim(
         store,
@@ -386,6 +404,7 @@ def begin(
         block_takeover=settings["block_takeover"] if block_takeover is None else block_takeover,
         expected_duration_ms=expected_ms,
         lambda_context=lambda_context,
+        resume_id=resume_id,
     )
 
 
@@ -402,6 +421,7 @@ def claim(
     replay_nonce: str | None = None,
     lambda_context: Any = None,
     reserve_ms: float = 0.0,
+    resume_id: str | None = None,
 ) -> Claim:
     """The one state machine's entry, with every setting resolved: `begin` for a caller that
     already knows its store and lease (the queue, topic and HTTP entry points).
@@ -421,6 +441,7 @@ def claim(
         block_takeover=block_takeover,
         replay_nonce=replay_nonce,
         expected_duration_ms=expected_duration_ms,
+        resume_id=resume_id,
     )
     if acquisition.lock is None:
         return Claim(_FROM_ACQUIRE[acquisition.status], scope, key, record=acquisition.record)
@@ -431,6 +452,7 @@ def claim(
         key,
         takeover=acquisition.takeover,
         retry=acquisition.retry,
+        resumed=acquisition.resumed,
         _lock=OnceLock(store, acquisition.lock, key, owner, lambda_context, reserve_ms=reserve_ms),
     )
 
@@ -476,6 +498,8 @@ class OnceBlock:
             return False
         if isinstance(exc, LeaseLost):
             return False  # a newer holder owns the key: nothing of ours may be written
+        if durable.is_suspension(exc):
+            return False  # parked, not failed: the execution's replay resumes this lock
         try:
             lock.fail(exc, retryable=not isinstance(exc, PermanentError))
         except Exception as failed:  # the block's own error is what the caller must see
@@ -499,6 +523,7 @@ def once(
     dsn: str | None = None,
     store: Store | None = None,
     lambda_context: Any = None,
+    resume_id: str | None = None,
 ) -> OnceBlock:
     """`begin` as a context manager (see OnceBlock): `with once(scope, key) as claim:`."""
     return OnceBlock(
@@ -514,6 +539,7 @@ def once(
             dsn=dsn,
             store=store,
             lambda_context=lambda_context,
+            resume_id=resume_id,
         )
     )
 

@@ -67,6 +67,7 @@ class StoredRecord:
     result_omitted: str | None = None
     replay_nonce: str | None = None
     expected_by_ms: int | None = None  # when its holder expected to be done (`once`)
+    resume_id: str | None = None  # a holder that resumes across invocations (schema.RESUME_ID)
     effect_marks: dict[str, int] = field(default_factory=dict)  # mark attribute -> fence
 
     @property
@@ -129,6 +130,7 @@ class StoredRecord:
             result_omitted=_s(item, schema.RESULT_OMITTED),
             replay_nonce=_s(item, schema.REPLAY_NONCE),
             expected_by_ms=_n(item, schema.EXPECTED_BY),
+            resume_id=_s(item, schema.RESUME_ID),
             effect_marks={
                 name: int(value["N"])
                 for name, value in item.items()
@@ -175,6 +177,7 @@ class Acquisition:
     lock: Lock | None = None
     takeover: bool = False  # ACQUIRED over another holder's expired lease
     retry: bool = False  # ACQUIRED over a FAILED record
+    resumed: bool = False  # ACQUIRED over this holder's own lock (the same resume_id)
     record: StoredRecord | None = None  # the record that blocked acquisition
 
     @property

@@ -33,6 +33,10 @@ REPLAY_NONCE = "replay_nonce"  # on permanently FAILED records; a real DLQ repla
 # lie well before the lease's end, so a monitor can report slow work before it is stuck. Only
 # meaningful while IN_PROGRESS; writers that don't set it leave an earlier holder's in place.
 EXPECTED_BY = "expected_by"
+# Set while IN_PROGRESS by a holder that outlives its invocations (a durable execution's ARN):
+# its next invocation, a replay, resumes the lock instead of finding it "in progress". Every
+# other acquire removes it, so a resume never reaches a lock that another holder took over.
+RESUME_ID = "resume_id"
 
 # Sparse GSI: only IN_PROGRESS and FAILED records carry these two attributes. The partition key
 # is sharded so that a burst of in-flight work does not land on one index partition.

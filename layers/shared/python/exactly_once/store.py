@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from exactly_once import clients, schema
+from exactly_once import clients, lifecycle, schema
 from exactly_once.errors import ConfigurationError
 from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
 from exactly_once.records import (
@@ -60,6 +60,7 @@ _NAMES = {
     "#retry": "retryable",
     "#nonce": schema.REPLAY_NONCE,
     "#xby": schema.EXPECTED_BY,
+    "#rid": schema.RESUME_ID,
 }
 
 _HOLDS_LOCK = "#tok = :tok AND #st = :ip"
@@ -77,6 +78,15 @@ def _returned_item(refused: Exception) -> Item | None:
     """The old item that ReturnValuesOnConditionCheckFailure=ALL_OLD puts in the error."""
     item = getattr(refused, "response", {}).get("Item")
     return dict(item) if item else None
+
+
+def _resumed(old: Item, req: _Request) -> bool:
+    """The acquire resumed this holder's own IN_PROGRESS lock (the same `resume_id`)."""
+    return (
+        req.resume_id is not None
+        and old.get(schema.STATUS, {}).get("S") == Status.IN_PROGRESS
+        and old.get(schema.RESUME_ID, {}).get("S") == req.resume_id
+    )
 
 
 def _s(value: str) -> dict[str, str]:
@@ -101,6 +111,7 @@ class _Request:
     lease_until_ms: int
     ttl_s: int
     expected_by_ms: int | None = None
+    resume_id: str | None = None
 
     @property
     def now_s(self) -> int:
@@ -130,6 +141,7 @@ class IdempotencyStore:
         check_limits(record_ttl_s, failed_ttl_s, result_cap_bytes)
         self.table_name = table_name
         self._client = client
+        self._client_generation: int | None = None  # set when the store fetched its own
         self.record_ttl_s = record_ttl_s
         self.failed_ttl_s = failed_ttl_s
         self.result_cap_bytes = result_cap_bytes
@@ -158,8 +170,11 @@ class IdempotencyStore:
 
     @property
     def client(self) -> DynamoDBClient:
-        if self._client is None:
+        # A client this store fetched itself is fetched again in a clone (fork, SnapStart
+        # restore): the shared one's sockets belong to the parent. A given client is kept.
+        if self._client is None or self._client_generation not in (None, lifecycle.generation()):
             self._client = clients.dynamodb()
+            self._client_generation = lifecycle.generation()
         return self._client
 
     def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
@@ -178,6 +193,7 @@ class IdempotencyStore:
         block_takeover: bool = False,
         replay_nonce: str | None = None,
         expected_duration_ms: int | None = None,
+        resume_id: str | None = None,
     ) -> Acquisition:
         """Take the record with ONE UpdateItem; on refusal the old item comes back in the error.
 
@@ -193,8 +209,14 @@ class IdempotencyStore:
         outruns the clock, and the TTL (>= 60 s) outlasts any clock skew.
 
         `expected_duration_ms` records when the holder expects to be done (`expected_by`), for
-        a monitor of slow work. Without it the request is exactly what it always was: the queue
-        path's measured behaviour (chaos runs, the model test) rests on that request.
+        a monitor of slow work. Without it the request is what it always was (but for removing
+        `resume_id`, which no earlier record has): the queue path's measured behaviour (chaos
+        runs, the model test) rests on that request.
+
+        `resume_id` names a holder that outlives one invocation (a durable execution): an
+        IN_PROGRESS record carrying the same id is its own lock from an earlier invocation, and
+        is resumed, live lease or not, with a new token and fence (`Acquisition.resumed`), so
+        that invocation, if it still runs, is fenced out. Any other acquire clears the id.
         """
         rid = schema.record_id(scope, key)
         now_ms = int(self._clock() * 1000)
@@ -210,6 +232,7 @@ class IdempotencyStore:
             lease_until_ms=lease_until,
             ttl_s=self._ttl(now_ms // 1000, lease_until),
             expected_by_ms=None if expected_duration_ms is None else now_ms + expected_duration_ms,
+            resume_id=resume_id or None,
         )
         sets = [
             "#st = :ip",
@@ -242,9 +265,13 @@ class IdempotencyStore:
         if req.expected_by_ms is not None:
             sets.append("#xby = :xby")
             values[":xby"] = _n(req.expected_by_ms)
-        update = (
-            f"SET {', '.join(sets)} ADD #att :one REMOVE #res, #rsha, #rsize, #romit, #err, #nonce"
-        )
+        removed = "#res, #rsha, #rsize, #romit, #err, #nonce"
+        if req.resume_id is not None:
+            sets.append("#rid = :rid")
+            values[":rid"] = _s(req.resume_id)
+        else:
+            removed += ", #rid"  # a holder that took the lock over must never be resumed
+        update = f"SET {', '.join(sets)} ADD #att :one REMOVE {removed}"
 
         # AND binds tighter than OR, and DynamoDB rejects redundant parentheses, so the live
         # and fingerprint checks are repeated in each clause instead of wrapping them all.
@@ -253,6 +280,8 @@ class IdempotencyStore:
         if replay_nonce:
             reacquirable.append("#st = :failed AND #nonce = :nonce")
             values[":nonce"] = _s(replay_nonce)
+        if req.resume_id is not None:
+            reacquirable.append("#st = :ip AND #rid = :rid")
         live = "#exp >= :now_s AND "
         same_payload = "(attribute_not_exists(#fp) OR #fp = :fp) AND " if fingerprint else ""
         condition = " OR ".join(
@@ -283,6 +312,7 @@ class IdempotencyStore:
             lock=req.lock(fence, attempt),
             takeover=old_status == Status.IN_PROGRESS,
             retry=old_status == Status.FAILED,
+            resumed=_resumed(old, req),
         )
 
     def _refused(self, item: Item | None, req: _Request, renewals: int) -> Acquisition:
@@ -294,7 +324,8 @@ class IdempotencyStore:
             # Our own write committed and its reply was lost; botocore's retry met it.
             return Acquisition(AcquireStatus.ACQUIRED, lock=req.lock(record.fence, record.attempts))
         expired = record.is_expired(req.now_s) and not record.lease_live(req.now_ms)
-        if expired and req.block_takeover and record.status is Status.IN_PROGRESS:
+        own = req.resume_id is not None and record.resume_id == req.resume_id
+        if expired and req.block_takeover and record.status is Status.IN_PROGRESS and not own:
             return self._block(record, req)  # its holder may have paid: a person decides
         if expired:
             if renewals > 0:
@@ -338,6 +369,8 @@ class IdempotencyStore:
             new[schema.FINGERPRINT] = _s(req.fingerprint)
         if req.expected_by_ms is not None:
             new[schema.EXPECTED_BY] = _n(req.expected_by_ms)
+        if req.resume_id is not None:
+            new[schema.RESUME_ID] = _s(req.resume_id)
         # Gone since we read it (the TTL sweep): absent is as good. Else exactly as read. AND
         # binds tighter than OR, and DynamoDB rejects redundant parentheses.
         unchanged = ["#exp < :now_s"]

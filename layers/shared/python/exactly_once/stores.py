@@ -46,6 +46,7 @@ class Store(Protocol):
         block_takeover: bool = False,
         replay_nonce: str | None = None,
         expected_duration_ms: int | None = None,
+        resume_id: str | None = None,
     ) -> Acquisition: ...
 
     def complete(self, lock: Lock, result: Any = None) -> WriteResult: ...

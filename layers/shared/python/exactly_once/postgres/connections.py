@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
+from exactly_once import lifecycle
 from exactly_once.config import env_bool, env_int
 from exactly_once.errors import ConfigurationError
 from exactly_once.postgres.session import session_settings
@@ -32,6 +33,9 @@ TRANSACTIONS = "transactions"  # the holders' open transactions (`ctx.transactio
 
 _lock = threading.Lock()
 _pools: dict[tuple[str, str], ConnectionPool[Connection[Any]]] = {}
+# A forked child's inherited pools: kept referenced and never closed, because closing (or the
+# garbage collector finishing) a connection sends Terminate on a socket the parent still uses.
+_inherited: list[ConnectionPool[Connection[Any]]] = []
 
 
 def pool(conninfo: str, purpose: str = STATEMENTS) -> ConnectionPool[Connection[Any]]:
@@ -200,3 +204,23 @@ def describe(conninfo: str) -> str:
         return "postgresql (unparsable DSN)"
     host = params.get("host") or "localhost"
     return f"postgresql://{host}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
+
+
+def _forget() -> None:
+    """In a clone: new pools on first use, with a lock nobody holds (see `_inherited`)."""
+    global _lock
+    _lock = threading.Lock()
+    _inherited.extend(_pools.values())
+    _pools.clear()
+
+
+def _close() -> None:
+    """Before a SnapStart snapshot: close every pool, so no restored copy inherits a session."""
+    with _lock:
+        for found in _pools.values():
+            found.close()
+        _pools.clear()
+
+
+lifecycle.on_clone(_forget)
+lifecycle.on_snapshot(_close)

@@ -11,7 +11,7 @@ COLUMNS = (
     "id, scope, status, lock_token, fence, attempts, owner, lease_expires_at_ms, created_at_ms, "
     "updated_at_ms, expires_at_s, pending_at_ms, acquired_over, fingerprint, expected_by_ms, "
     "result, result_sha256, result_size, result_omitted, error_type, error_message, "
-    "error_retryable, error_at_ms, replay_nonce"
+    "error_retryable, error_at_ms, replay_nonce, resume_id, resumed"
 )
 
 
@@ -40,4 +40,5 @@ def record_from_row(row: dict[str, Any]) -> StoredRecord:
         result_omitted=row["result_omitted"],
         replay_nonce=row["replay_nonce"],
         expected_by_ms=row["expected_by_ms"],
+        resume_id=row["resume_id"],
     )

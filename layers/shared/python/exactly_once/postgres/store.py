@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from exactly_once import schema
+from exactly_once import lifecycle, schema
 from exactly_once.codec import sha256_hex
 from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError
 from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
@@ -64,9 +64,10 @@ _ACQUIRE = f"""
 WITH acquired AS (
     INSERT INTO exactly_once.records AS r (
         id, scope, status, lock_token, fence, attempts, owner, lease_expires_at_ms,
-        created_at_ms, updated_at_ms, expires_at_s, pending_at_ms, fingerprint, expected_by_ms)
+        created_at_ms, updated_at_ms, expires_at_s, pending_at_ms, fingerprint, expected_by_ms,
+        resume_id)
     VALUES (%(id)s, %(scope)s, 'IN_PROGRESS', %(tok)s, %(now_ms)s + 1, 1, %(owner)s, %(lease)s,
-        %(now_ms)s, %(now_ms)s, %(ttl)s, %(lease)s, %(fp)s, %(xby)s)
+        %(now_ms)s, %(now_ms)s, %(ttl)s, %(lease)s, %(fp)s, %(xby)s, %(rid)s)
     ON CONFLICT (id) DO UPDATE SET
         status = 'IN_PROGRESS',
         lock_token = excluded.lock_token,
@@ -76,6 +77,8 @@ WITH acquired AS (
         expires_at_s = excluded.expires_at_s,
         pending_at_ms = excluded.pending_at_ms,
         acquired_over = CASE WHEN r.expires_at_s < %(now_s)s THEN NULL ELSE r.status END,
+        resumed = COALESCE(r.status = 'IN_PROGRESS' AND r.resume_id = %(rid)s, false),
+        resume_id = excluded.resume_id,
         fence = CASE WHEN r.expires_at_s < %(now_s)s
             THEN GREATEST(r.fence, %(now_ms)s) + 1 ELSE r.fence + 1 END,
         attempts = CASE WHEN r.expires_at_s < %(now_s)s THEN 1 ELSE r.attempts + 1 END,
@@ -90,12 +93,14 @@ WITH acquired AS (
         error_type = NULL, error_message = NULL, error_retryable = NULL, error_at_ms = NULL,
         replay_nonce = NULL
     WHERE (r.expires_at_s < %(now_s)s AND NOT (r.status = 'IN_PROGRESS'
-            AND (r.lease_expires_at_ms >= %(now_ms)s OR %(block)s)))
+            AND (r.lease_expires_at_ms >= %(now_ms)s OR %(block)s)
+            AND r.resume_id IS DISTINCT FROM %(rid)s))
         OR (r.expires_at_s >= %(now_s)s
             AND (%(fp)s::text IS NULL OR r.fingerprint IS NULL OR r.fingerprint = %(fp)s)
             AND ((NOT %(block)s AND r.status = 'IN_PROGRESS' AND r.lease_expires_at_ms < %(now_ms)s)
                 OR (r.status = 'FAILED' AND r.error_retryable)
-                OR (r.status = 'FAILED' AND r.replay_nonce = %(nonce)s)))
+                OR (r.status = 'FAILED' AND r.replay_nonce = %(nonce)s)
+                OR (r.status = 'IN_PROGRESS' AND r.resume_id = %(rid)s)))
     RETURNING {COLUMNS}
 ),
 refused AS (
@@ -160,6 +165,7 @@ class _Request:
     replay_nonce: str | None
     now_ms: int
     lease_until_ms: int
+    resume_id: str | None = None
 
     @property
     def now_s(self) -> int:
@@ -193,8 +199,9 @@ class PostgresStore:
         self.failed_ttl_s = failed_ttl_s
         self.result_cap_bytes = result_cap_bytes
         self._clock = clock
-        self._pool = pool
-        self._transaction_pool = transaction_pool
+        self._pool = self._given_pool = pool
+        self._transaction_pool = self._given_transaction_pool = transaction_pool
+        self._generation = lifecycle.generation()
         # The holders' open business transactions, by lock token.
         self._open: dict[str, Connection[Any]] = {}
         self._open_lock = threading.Lock()
@@ -216,15 +223,28 @@ class PostgresStore:
 
     @property
     def pool(self) -> ConnectionPool[Connection[Any]]:
+        self._follow_clones()
         if self._pool is None:
             self._pool = connections.pool(self.conninfo, connections.STATEMENTS)
         return self._pool
 
     @property
     def transaction_pool(self) -> ConnectionPool[Connection[Any]]:
+        self._follow_clones()
         if self._transaction_pool is None:
             self._transaction_pool = connections.pool(self.conninfo, connections.TRANSACTIONS)
         return self._transaction_pool
+
+    def _follow_clones(self) -> None:
+        """In a clone (fork, SnapStart restore) fetch the process's pools again: the old ones'
+        connections belong to the parent. Pools given to the store are kept."""
+        if self._generation != lifecycle.generation():
+            self._generation = lifecycle.generation()
+            self._pool = self._given_pool
+            self._transaction_pool = self._given_transaction_pool
+            # The parent's holders' transactions are not ours to end: forget them.
+            self._open = {}
+            self._open_lock = threading.Lock()
 
     def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
         return record_ttl(now_s, self.record_ttl_s, lease_until_ms)
@@ -271,8 +291,12 @@ class PostgresStore:
         block_takeover: bool = False,
         replay_nonce: str | None = None,
         expected_duration_ms: int | None = None,
+        resume_id: str | None = None,
     ) -> Acquisition:
-        """Take the record in one statement; a refusal comes back with the row that refused."""
+        """Take the record in one statement; a refusal comes back with the row that refused.
+
+        `resume_id`: as on DynamoDB, an IN_PROGRESS row with the same id is this holder's own
+        lock from an earlier invocation, resumed with a new token and fence."""
         now_ms = self._now_ms()
         req = _Request(
             record_id=_db_id(scope, key),
@@ -283,6 +307,7 @@ class PostgresStore:
             replay_nonce=replay_nonce or None,
             now_ms=now_ms,
             lease_until_ms=now_ms + lease_ms,
+            resume_id=resume_id or None,
         )
         params = {
             "id": req.record_id,
@@ -297,6 +322,7 @@ class PostgresStore:
             "xby": None if expected_duration_ms is None else now_ms + expected_duration_ms,
             "block": block_takeover,
             "nonce": req.replay_nonce,
+            "rid": req.resume_id,
         }
         import psycopg
 
@@ -317,6 +343,7 @@ class PostgresStore:
                     lock=req.lock(record.fence, record.attempts),
                     takeover=row["acquired_over"] == Status.IN_PROGRESS,
                     retry=row["acquired_over"] == Status.FAILED,
+                    resumed=bool(row["resumed"]),
                 )
             if record.lock_token == req.token:
                 # Our own insert committed and its reply was lost; the retry met it.
@@ -338,8 +365,9 @@ class PostgresStore:
         """What a refusal means, in the DynamoDB store's order; None when the row would have
         been acquirable (so it is older than what refused us)."""
         expired = record.is_expired(req.now_s) and not record.lease_live(req.now_ms)
+        own = req.resume_id is not None and record.resume_id == req.resume_id
         if expired:
-            if req.block_takeover and record.status is Status.IN_PROGRESS:
+            if req.block_takeover and record.status is Status.IN_PROGRESS and not own:
                 return self._block(record, req)
             return None
         if req.fingerprint is not None and record.fingerprint not in (None, req.fingerprint):
@@ -353,6 +381,8 @@ class PostgresStore:
             ):
                 return None
             return Acquisition(AcquireStatus.FAILED_PERMANENTLY, record=record)
+        if own:
+            return None  # this holder's own lock: it would have been resumed
         if record.lease_expired(req.now_ms):
             return self._block(record, req) if req.block_takeover else None
         return Acquisition(AcquireStatus.IN_PROGRESS, record=record)
