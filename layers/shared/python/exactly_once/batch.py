@@ -39,7 +39,16 @@ def _forget_pools() -> None:
     _pools.clear()
 
 
+def _stop_pools() -> None:
+    """Before a SnapStart snapshot: end the threads, so no restored copy resumes idle ones."""
+    with _pools_lock:
+        for pool in _pools.values():
+            pool.shutdown(wait=True)
+        _pools.clear()
+
+
 lifecycle.on_clone(_forget_pools)
+lifecycle.on_snapshot(_stop_pools)
 
 
 def run_chains(

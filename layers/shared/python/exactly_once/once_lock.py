@@ -330,7 +330,8 @@ def begin(
       neither, the lease is the invocation's remaining time plus the margin in Lambda (given
       `lambda_context`), else 60 s plus the margin; the work is expected by the lease's end.
     - `owner`: who holds the key, for people reading the record (default: host and pid, or
-      the function and request id in Lambda; with this process's instance id). Fenced effects record it as their origin.
+      the function and request id in Lambda; then this process's instance id). Fenced
+      effects record it as their origin.
     - `fingerprint`: a digest of the input (`codec.fingerprint`); the same key with another
       one is a MISMATCH, never run.
     - `block_takeover`: an expired lease is not taken over but made FAILED for a person (for
