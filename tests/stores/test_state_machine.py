@@ -3,7 +3,8 @@
 For two keys, hypothesis interleaves deliveries through the record processor (whose business
 function applies the key's effect, then succeeds, raises, fails permanently or raises a
 BaseException), hand-driven holders that acquire, apply the effect, complete, fail, extend or
-die between any two steps (zombies), clock jumps past a lease and past the expiry, each
+die between any two steps (zombies) and may name a durable execution that resumes its own lock
+(`resume_id`, from either worker: a replay), clock jumps past a lease and past the expiry, each
 backend's sweep of expired records, lost replies and a database unreachable past the retries.
 
 The effect is each store's exactly-once way: on DynamoDB a fenced `put_once`; on PostgreSQL an
@@ -61,6 +62,8 @@ WORKERS = (0, 1)
 LEASE_MS = 10_000
 TTL_S = 120
 BEHAVIOURS = ("ok", "raise", "permanent", "cancel")
+EXECUTIONS = (None, "e1", "e2")  # resume_id: none, or one of two durable executions
+UNKNOWN = "?"  # the model cannot tell who acquired last (an acquire whose reply never came)
 
 
 @dataclass
@@ -130,6 +133,8 @@ class StateMachine(RuleBasedStateMachine):
         self.max_fence: dict[str, int] = {}
         self.told: dict[str, set[int]] = {key: set() for key in KEYS}  # effects that took place
         self.unknown: dict[str, set[int]] = {key: set() for key in KEYS}  # commit outcome unknown
+        # Who took each key's lock last: an execution id, None (no resume_id) or UNKNOWN.
+        self.latest: dict[str, str | None] = dict.fromkeys(KEYS, UNKNOWN)
         self.behaviour = "ok"
         self.ran = False
         self.delivery_told: int | None = None
@@ -188,6 +193,10 @@ class StateMachine(RuleBasedStateMachine):
             None,
         )
         result = self.processor.process(SqsMessage.from_record(_record(key)), None)
+        if self.ran:
+            self.latest[key] = None
+        elif self.faults.fired:
+            self.latest[key] = UNKNOWN
         if self._live(before) and before is not None and before.status is Status.COMPLETED:
             assert not self.ran, f"{key} ran again while its COMPLETED record lives"
         stuck = (
@@ -213,23 +222,45 @@ class StateMachine(RuleBasedStateMachine):
 
     # -- hand-driven holders ---------------------------------------------------------------
 
-    @rule(worker=st.sampled_from(WORKERS), key=st.sampled_from(KEYS))
-    def hold(self, worker: int, key: str) -> None:
+    @rule(
+        worker=st.sampled_from(WORKERS),
+        key=st.sampled_from(KEYS),
+        execution=st.sampled_from(EXECUTIONS),
+    )
+    def hold(self, worker: int, key: str, execution: str | None = None) -> None:
+        """`execution`: a durable execution's id (resume_id). Both workers may present the
+        same one (a replay in another process while the first invocation still runs): the
+        resume makes the earlier holder a zombie, which the fence must keep out."""
         if self.holders[worker] is not None:
             self._abandon(worker)
         before = self.backend.raw(self.scope, key)
         self.faults.fired = False
         try:
             got = self.store.acquire(
-                self.scope, key, lease_ms=LEASE_MS, owner=f"w{worker}", block_takeover=self.block
+                self.scope,
+                key,
+                lease_ms=LEASE_MS,
+                owner=f"w{worker}",
+                block_takeover=self.block,
+                resume_id=execution,
             )
         except Exception:
             assert self.faults.fired
+            self.latest[key] = UNKNOWN
             return
         if got.status is AcquireStatus.ACQUIRED:
             assert got.lock is not None
             if self._live(before) and before is not None:
                 assert before.status is not Status.COMPLETED, "a completed key was acquired"
+                live_lock = before.status is Status.IN_PROGRESS and not before.lease_expired(
+                    int(self.clock() * 1000)
+                )
+                if live_lock and self.latest[key] != UNKNOWN:
+                    # Only a resume takes a live lock, and only its own execution's.
+                    assert got.resumed, "a live lock was taken over"
+                    assert execution is not None, "a live lock was taken without a resume_id"
+                    assert self.latest[key] == execution, "a live lock of another was resumed"
+            self.latest[key] = execution
             self._saw_fence(key, got.lock.fence)
             self.holders[worker] = (key, got.lock)
             self.pending_effect[worker] = False
@@ -537,3 +568,31 @@ def test_the_store_keeps_its_promises_on_both_backends(backend: Backend) -> None
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        # The first execution's replay after a takeover must not resume the successor's lock.
+        (("hold", 0, "k0", "e1"), ("advance",), ("hold", 1, "k0", None), ("hold", 0, "k0", "e1")),
+        # A replay in another process while the first invocation runs: the first is fenced out.
+        (("hold", 0, "k0", "e1"), ("hold", 1, "k0", "e1"), ("write", 0), ("write", 1)),
+    ],
+    ids=["takeover-then-replay", "replay-beside-its-first-invocation"],
+)
+def test_the_resume_scenarios_the_search_may_take_long_to_reach(
+    backend: Backend, steps: tuple[tuple[Any, ...], ...]
+) -> None:
+    """The model's own rules and checks, driven through two resume_id scenarios explicitly."""
+    machine = type(f"{backend.name.title()}StateMachine", (StateMachine,), {"backend": backend})()
+    machine.configure(block=False)
+    for step in steps:
+        if step[0] == "hold":
+            machine.hold(*step[1:])
+        elif step[0] == "advance":
+            machine.advance(LEASE_MS / 1000 + 1)
+        else:
+            machine._write(step[1], "complete")
+        machine.at_most_one_effect_per_key()
+        machine.no_effect_without_its_completion()
+    machine.teardown()
