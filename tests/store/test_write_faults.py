@@ -193,7 +193,30 @@ def _takeover_skips_the_effect(w: World, _: Any) -> None:
     assert w.effect(w.healthy, lock) is False
 
 
+def _held_by_an_execution(w: World) -> Lock:
+    lock: Lock | None = w.acquire(w.healthy, resume_id="e1").lock
+    assert lock is not None
+    return lock
+
+
+def _resumed(w: World, first: Lock, got: Any) -> None:
+    """The replay holds the lock (the stored token and fence are its own, even when its
+    request was applied twice), and the first invocation is fenced out."""
+    _new_lock_is_held(w, first, got)
+    assert got.resumed
+    assert int(w.item()[schema.FENCE]["N"]) == got.lock.fence > first.fence
+    assert w.healthy.complete(first, "zombie").ok is False
+
+
 CASES = {
+    "resume": Case(
+        "UpdateItem",
+        0,
+        _held_by_an_execution,
+        lambda w, store, _: w.acquire(store, resume_id="e1"),
+        _resumed,
+        _taken_over_after_the_lease,
+    ),
     "acquire": Case(
         "UpdateItem",
         0,

@@ -20,7 +20,7 @@ def ledger_rows(dsn: str, key: str) -> list[tuple[Any, ...]]:
 
 
 def faulty_store(
-    dsn: str, clock: FakeClock, plan: dict[str, list[str]]
+    dsn: str, clock: FakeClock, plan: dict[str, list[str | None]]
 ) -> tuple[PostgresStore, FaultyPool]:
     """A store whose next statements of each kind meet the planned faults, in order."""
 

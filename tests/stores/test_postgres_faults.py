@@ -33,6 +33,28 @@ def test_a_lost_reply_on_acquire_is_recognised_as_our_own_lock(
     assert store.complete(got.lock, "r").ok
 
 
+def test_a_lost_reply_on_a_resume_leaves_the_replay_holding_its_lock(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    """The resume was applied and its reply lost; running it again resumes again (the same
+    execution), and the lock handed back is the row's own token and fence."""
+    store, pool = faulty_store(pg_dsn, clock, {"acquire": [None, "lose"]})
+    key = _key()
+    first = store.acquire(scope, key, lease_ms=30_000, owner="o", resume_id="e1")
+    assert first.lock is not None
+    got = store.acquire(scope, key, lease_ms=30_000, owner="o", resume_id="e1")
+    assert pool.injected == {("acquire", "lose"): 1}
+    assert got.status is AcquireStatus.ACQUIRED
+    assert got.resumed
+    assert got.lock is not None
+    record = store.get(scope, key)
+    assert record is not None
+    assert (record.lock_token, record.fence) == (got.lock.token, got.lock.fence)
+    assert got.lock.fence > first.lock.fence
+    assert not store.complete(first.lock, "zombie").ok
+    assert store.complete(got.lock, "r").ok
+
+
 @pytest.mark.parametrize("write", ["complete", "fail", "extend"])
 def test_a_lost_reply_on_a_fenced_write_counts_as_done(
     pg_dsn: str, scope: str, clock: FakeClock, write: str
