@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION ?= 1
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup lint typecheck unit test run up status down bench chaos model synth deploy destroy send publish replay invoke locks layer dist clean
+.PHONY: help setup lint typecheck unit test run up status down bench chaos model synth deploy destroy bootstrap scan send publish replay invoke locks layer dist clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -53,16 +53,34 @@ dist: setup ## Build the wheel and sdist into dist/ (what `pip install` takes)
 clean: ## Remove build output (keeps .venv and node_modules)
 	rm -rf build dist cdk.out .local .pytest_cache .mypy_cache .ruff_cache
 
-# CDK: `make deploy CDK_ARGS="-c stage=prod -c alarmEmail=ops@example.com"`; see docs/infrastructure.md.
+# CDK: `make deploy CDK_ARGS="-c stage=prod -c account=<12 digits> -c region=<region>"` (prod
+# needs both); see docs/infrastructure.md.
 CDK_ARGS ?=
 
 synth: setup ## Synthesize the CDK app into cdk.out (fails on any cdk-nag finding)
 	cdk synth --quiet $(CDK_ARGS)
 
-deploy: setup ## Deploy to the AWS account of your credentials (run `cdk bootstrap` once first)
+# The environments of the app's stacks: a prod stage's `-c account=... -c region=...`, else
+# the account and region of your credentials. Once per account and region.
+bootstrap: setup ## cdk bootstrap the account/region of CDK_ARGS (prod) or of your credentials
+	cdk bootstrap $(CDK_ARGS)
+
+# checkov in a venv of its own: it pins many packages that would clash with requirements-dev.
+SCAN_VENV := .venv-scan
+CHECKOV_VERSION := 3.3.30
+$(SCAN_VENV)/.checkov-$(CHECKOV_VERSION):
+	test -x $(SCAN_VENV)/bin/python || $(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SCAN_VENV)/bin/python -m pip install --quiet checkov==$(CHECKOV_VERSION)
+	touch $@
+
+scan: setup $(SCAN_VENV)/.checkov-$(CHECKOV_VERSION) ## checkov on the dev and prod templates; fails on unacknowledged findings
+	$(PY) -m infra.checkov_scan --checkov $(SCAN_VENV)/bin/checkov
+
+deploy: setup ## Deploy to the AWS account of your credentials (run `make bootstrap` once first)
 	cdk deploy --require-approval broadening $(CDK_ARGS)
 
-destroy: setup ## Delete the stack (a prod stage keeps its tables)
+destroy: setup ## Delete the stack (prod: termination-protected; keeps tables, queues and DLQs)
 	cdk destroy $(CDK_ARGS)
 
 layer: setup ## Build the Lambda layer into build/layer (cached by a hash of its inputs)

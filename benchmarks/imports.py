@@ -5,6 +5,11 @@ invocation pays for boto3 anyway. The honest comparison is "consumer module + bo
 bare `import boto3`. Powertools' module imports boto3 and creates its client at import time,
 so it is also shown next to "bare boto3 + DynamoDB client".
 
+The built layer is measured apart, as Lambda runs it: the consumer module imported with the
+target's interpreter from the folder `layer_build` made, never writing bytecode (/opt is
+read-only), once for a source-only build and once for the compiled one. Its interpreter is not
+the benchmark's, so those two rows are compared with each other only.
+
 Both wall and process CPU time are recorded. Imports are CPU-bound (files come from the page
 cache after the first run), so CPU time is what an uncontended cold start pays, and it does not
 swell when other processes share the machine; wall time does.
@@ -13,9 +18,14 @@ swell when other processes share the machine; wall time does.
 from __future__ import annotations
 
 import statistics
+import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from benchmarks.fresh_python import probe_env, run_python
+from benchmarks.fresh_python import FUNCTIONS, ROOT, probe_env, run_python
+from exactly_once_cdk.bytecode import find_interpreter
+from exactly_once_cdk.layer_build import build_layer, layer_dir
+from exactly_once_cdk.runtime_target import DEFAULT_TARGET
 
 BARE = "bare: import boto3"
 BARE_CLIENT = "bare: import boto3 + create a DynamoDB client"
@@ -32,7 +42,12 @@ CASES = {
     LAYER_CLIENT: "import layer_orders\nfrom exactly_once import clients\nclients.dynamodb()",
     POWERTOOLS: "import powertools_orders",
 }
-ALL_CASES = tuple(CASES)
+_PY = DEFAULT_TARGET.python_version
+LAYER_SOURCE = f"built layer, source only: import consumer module (Python {_PY}, read-only)"
+LAYER_COMPILED = f"built layer, compiled: import consumer module (Python {_PY}, read-only)"
+# Case -> whether its layer is built with bytecode.
+LAYER_BUILDS = {LAYER_SOURCE: False, LAYER_COMPILED: True}
+ALL_CASES = (*CASES, *LAYER_BUILDS)
 
 _TIMED = """import time
 _wall, _cpu = time.perf_counter(), time.process_time()
@@ -42,10 +57,41 @@ print(time.perf_counter() - _wall, time.process_time() - _cpu)
 
 
 @dataclass
+class LayerImportResult:
+    """The built layer's consumer import, source only against compiled, side by side."""
+
+    runs: int
+    python: str  # the interpreter's version, e.g. "3.13.0"
+    modules: dict[str, int]  # case -> modules the import loaded from the layer
+    wall: dict[str, list[float]] = field(default_factory=dict)  # seconds
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+
+    def median_wall(self, case: str) -> float:
+        return statistics.median(self.wall[case])
+
+    def median_cpu(self, case: str) -> float:
+        return statistics.median(self.cpu[case])
+
+    @property
+    def ratio(self) -> float:
+        """Compiled / source-only, CPU time: under 1 is faster."""
+        return self.median_cpu(LAYER_COMPILED) / self.median_cpu(LAYER_SOURCE)
+
+    @property
+    def saving_cpu(self) -> float:
+        return self.median_cpu(LAYER_SOURCE) - self.median_cpu(LAYER_COMPILED)
+
+    @property
+    def saving_wall(self) -> float:
+        return self.median_wall(LAYER_SOURCE) - self.median_wall(LAYER_COMPILED)
+
+
+@dataclass
 class ImportResult:
     runs: int
     wall: dict[str, list[float]] = field(default_factory=dict)  # seconds
     cpu: dict[str, list[float]] = field(default_factory=dict)
+    layer: LayerImportResult | None = None  # measured when the cases include LAYER_BUILDS
 
     @property
     def cases(self) -> list[str]:
@@ -77,14 +123,90 @@ def time_import(code: str) -> tuple[float, float]:
 def measure(runs: int, cases: tuple[str, ...] = ALL_CASES) -> ImportResult:
     if BARE not in cases:
         raise ValueError("the bare boto3 import is the reference and must be measured")
-    for case in cases:
+    plain = tuple(case for case in cases if case in CASES)
+    for case in plain:
         time_import(
             CASES[case]
         )  # warm the file cache and write bytecode, as a deployed package has
-    result = ImportResult(runs, {c: [] for c in cases}, {c: [] for c in cases})
+    result = ImportResult(runs, {c: [] for c in plain}, {c: [] for c in plain})
     for _ in range(runs):
-        for case in cases:
+        for case in plain:
             wall, cpu = time_import(CASES[case])
             result.wall[case].append(wall)
             result.cpu[case].append(cpu)
+    layered = tuple(case for case in cases if case in LAYER_BUILDS)
+    if layered:
+        result.layer = measure_layer(runs, layered)
+    return result
+
+
+def _layer_env(site: Path) -> dict[str, str]:
+    # The function folder first, then the layer, as Lambda orders /var/task and /opt/python;
+    # nothing written beside the modules, as on read-only /opt.
+    path = f"{FUNCTIONS}:{site}"
+    return probe_env(PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
+
+
+def _run_layer(python: str, site: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [python, *args],
+        env=_layer_env(site),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"layer probe {args!r} failed: {done.stderr[-2000:]}")
+    return done
+
+
+def _layer_modules(python: str, site: Path, compiled: bool) -> int:
+    """How many modules the import loads from the layer (`python -v` prints "code object
+    from <file>" for each), after checking they all come from `.pyc` files (compiled) or all
+    from `.py` files (source only): otherwise the two rows would not measure what they say."""
+    lines = _run_layer(python, site, ["-v", "-c", CASES[LAYER_ONLY]]).stderr.splitlines()
+    marker = "# code object from "
+    files = [
+        line[len(marker) :].strip("'")
+        for line in lines
+        if line.startswith(marker) and str(site) in line
+    ]
+    suffix = f".{DEFAULT_TARGET.cache_tag}.pyc" if compiled else ".py"
+    stray = [f for f in files if not f.endswith(suffix)]
+    if not files or stray:
+        raise RuntimeError(f"layer {site}: expected every module from *{suffix}, got {stray[:5]}")
+    return len(files)
+
+
+def measure_layer(runs: int, cases: tuple[str, ...] = tuple(LAYER_BUILDS)) -> LayerImportResult:
+    """The consumer module imported from each built layer (built here if stale) with the
+    target's interpreter, interleaved, `runs` times each."""
+    python = find_interpreter(DEFAULT_TARGET.python_version)
+    sites = {
+        case: build_layer(
+            ROOT / layer_dir(bytecode=LAYER_BUILDS[case]), bytecode=LAYER_BUILDS[case]
+        )
+        / "python"
+        for case in cases
+    }
+    version = _run_layer(
+        python, sites[cases[0]], ["-c", "import platform; print(platform.python_version())"]
+    )
+    result = LayerImportResult(
+        runs,
+        version.stdout.strip(),
+        {case: _layer_modules(python, site, LAYER_BUILDS[case]) for case, site in sites.items()},
+        {c: [] for c in cases},
+        {c: [] for c in cases},
+    )
+    code = ["-c", _TIMED.format(code=CASES[LAYER_ONLY])]
+    for case in cases:  # warm the file cache
+        _run_layer(python, sites[case], code)
+    for _ in range(runs):
+        for case in cases:
+            wall, cpu = _run_layer(python, sites[case], code).stdout.split()
+            result.wall[case].append(float(wall))
+            result.cpu[case].append(float(cpu))
     return result

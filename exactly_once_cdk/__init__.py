@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from exactly_once_cdk.layer import ExactlyOnceLayer as ExactlyOnceLayer
     from exactly_once_cdk.lock_monitor import StuckLockMonitor as StuckLockMonitor
     from exactly_once_cdk.postgres_store import IdempotencyDatabase as IdempotencyDatabase
+    from exactly_once_cdk.runtime_target import RuntimeTarget as RuntimeTarget
     from exactly_once_cdk.subscriber import IdempotentSubscriber as IdempotentSubscriber
     from exactly_once_cdk.tables import IdempotencyTable as IdempotencyTable
     from exactly_once_cdk.tables import LedgerTable as LedgerTable
@@ -37,6 +38,7 @@ _HOMES = {
     "IdempotentSubscriber": "subscriber",
     "IdempotentTopic": "topic",
     "LedgerTable": "tables",
+    "RuntimeTarget": "runtime_target",
     "StuckLockMonitor": "lock_monitor",
 }
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "IdempotentSubscriber",
     "IdempotentTopic",
     "LedgerTable",
+    "RuntimeTarget",
     "StuckLockMonitor",
 ]
 

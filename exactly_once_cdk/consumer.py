@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import ArnFormat, CfnOutput, Duration, Stack
+from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -21,20 +21,35 @@ from constructs import Construct
 from exactly_once_cdk import outputs as names
 from exactly_once_cdk.alarms import (
     ALARM_PERIOD,
+    AlarmSpec,
     dead_letter_alarm_specs,
     function_alarms,
 )
-from exactly_once_cdk.consumer_rules import check_consumer, queue_name, visibility_timeout_seconds
+from exactly_once_cdk.consumer_rules import (
+    MAX_CONCURRENCY,
+    check_consumer,
+    check_scaling,
+    queue_name,
+    visibility_timeout_seconds,
+)
 from exactly_once_cdk.functions import FunctionOptions, store_function
 from exactly_once_cdk.record_store import RecordStore
 from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
-from exactly_once_cdk.widgets import dead_letter_queue_widget, function_widget
+from exactly_once_cdk.widgets import (
+    dead_letter_queue_widget,
+    event_source_mapping_widget,
+    function_widget,
+    outcome_widget,
+)
 
 METRICS_NAMESPACE = "ExactlyOnce"
 DLQ_RETENTION = Duration.days(14)
+# SQS's and the Lambda SQS event source's largest message (1 MiB since 2025), on the queue and its
+# DLQ alike: a DLQ must accept whatever its source accepts, or redriving a large message fails.
+MAX_MESSAGE_BYTES = 1_048_576
 # Defaults as module constants (a call in a signature runs once anyway; this says so).
 TIMEOUT = Duration.seconds(30)
 NO_WINDOW = Duration.seconds(0)
@@ -56,6 +71,20 @@ def _check_visibility(
         )
 
 
+def _check_message_size(
+    queue_props: Mapping[str, Any] | None, dead_letter_queue_props: Mapping[str, Any] | None
+) -> None:
+    """The DLQ takes every message the queue takes: SQS's redrive and the layer's DLQ send
+    would otherwise fail on the largest ones (which the layer then reports failed, not lost)."""
+    source = (queue_props or {}).get("max_message_size_bytes", MAX_MESSAGE_BYTES)
+    dead = (dead_letter_queue_props or {}).get("max_message_size_bytes", MAX_MESSAGE_BYTES)
+    if dead < source:
+        raise ValueError(
+            f"dead_letter_queue_props max_message_size_bytes {dead} is under the queue's "
+            f"{source}: a DLQ must accept every message its queue accepts"
+        )
+
+
 class IdempotentConsumer(Construct):
     """One consumer: its own queue, DLQ, function and mapping; the table and layer are shared.
 
@@ -66,6 +95,11 @@ class IdempotentConsumer(Construct):
     `idempotency_scope` is the first half of every record id; it defaults to the construct id
     in lower case. With `outputs`, the stack gets `<Id>QueueUrl`, `<Id>DeadLetterQueueUrl`,
     `<Id>FunctionName` and the ARNs, which is how `eonce --stack` finds the consumer.
+    Scaling is one of two kinds: `max_concurrency` (default 5 concurrent invocations), or
+    provisioned pollers (`min_pollers`/`max_pollers`, AWS defaults 2/200): faster scaling, but
+    the minimum pollers are billed around the clock, messages or not. Both is an error.
+    `removal_policy` applies to both queues: RETAIN (the default) keeps them, and the messages
+    in them, when the stack is deleted; DESTROY suits throwaway stages.
     """
 
     def __init__(
@@ -87,7 +121,9 @@ class IdempotentConsumer(Construct):
         memory_size: int = 256,
         batch_size: int = 10,
         batching_window: Duration = NO_WINDOW,
-        max_concurrency: int = 5,
+        max_concurrency: int | None = None,
+        min_pollers: int | None = None,
+        max_pollers: int | None = None,
         max_receive_count: int = 5,
         lease_margin: Duration = LEASE_MARGIN,
         alarm_topic: sns.ITopic | None = None,
@@ -98,6 +134,7 @@ class IdempotentConsumer(Construct):
         function_options: FunctionOptions | None = None,
         mapping_enabled: bool = True,
         outputs: bool = True,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         queue_props: Mapping[str, Any] | None = None,
         dead_letter_queue_props: Mapping[str, Any] | None = None,
         event_source_props: Mapping[str, Any] | None = None,
@@ -105,6 +142,7 @@ class IdempotentConsumer(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = construct_id
+        self.metrics_namespace = metrics_namespace
         self.idempotency_scope = idempotency_scope or construct_id.lower()
         self.unfinished_work = UnfinishedWork(
             metrics_namespace, self.idempotency_scope, unfinished_window, unfinished_threshold
@@ -114,6 +152,14 @@ class IdempotentConsumer(Construct):
             construct_id, fifo=fifo, batch_size=batch_size, batching_window_seconds=window_s
         )
         _check_visibility(queue_props, timeout, window_s)
+        _check_message_size(queue_props, dead_letter_queue_props)
+        check_scaling(
+            construct_id,
+            max_concurrency=max_concurrency,
+            min_pollers=min_pollers,
+            max_pollers=max_pollers,
+        )
+        provisioned = min_pollers is not None or max_pollers is not None
         stack = Stack.of(self)
         # Named queues: the DLQ's redrive allow policy must name its source queue's ARN, and a
         # reference to the queue would be a cycle (the queue's redrive policy names the DLQ).
@@ -134,6 +180,7 @@ class IdempotentConsumer(Construct):
                 "encryption": sqs.QueueEncryption.SQS_MANAGED,
                 "enforce_ssl": True,
                 "retention_period": DLQ_RETENTION,
+                "max_message_size_bytes": MAX_MESSAGE_BYTES,
                 "redrive_allow_policy": sqs.RedriveAllowPolicy(
                     redrive_permission=sqs.RedrivePermission.BY_QUEUE,
                     source_queues=[sqs.Queue.from_queue_arn(self, "SourceQueueRef", source_arn)],
@@ -143,6 +190,7 @@ class IdempotentConsumer(Construct):
                 or queue_name(f"{stack.stack_name}-{construct_id}-dlq", fifo=fifo),
             },
         )
+        self.dead_letter_queue.apply_removal_policy(removal_policy)
         self.queue = sqs.Queue(
             self,
             "Queue",
@@ -151,6 +199,7 @@ class IdempotentConsumer(Construct):
                 **fifo_props,
                 "encryption": sqs.QueueEncryption.SQS_MANAGED,
                 "enforce_ssl": True,
+                "max_message_size_bytes": MAX_MESSAGE_BYTES,
                 "visibility_timeout": Duration.seconds(
                     visibility_timeout_seconds(int(timeout.to_seconds()), window_s)
                 ),
@@ -160,6 +209,7 @@ class IdempotentConsumer(Construct):
                 **(queue_props or {}),
             },
         )
+        self.queue.apply_removal_policy(removal_policy)
         built = store_function(
             self,
             code=code,
@@ -193,7 +243,15 @@ class IdempotentConsumer(Construct):
                 "event_source_arn": self.queue.queue_arn,
                 "batch_size": batch_size,
                 "max_batching_window": None if fifo else batching_window,
-                "max_concurrency": max_concurrency,
+                **(
+                    {
+                        "provisioned_poller_config": lambda_.ProvisionedPollerConfig(
+                            minimum_pollers=min_pollers, maximum_pollers=max_pollers
+                        )
+                    }
+                    if provisioned
+                    else {"max_concurrency": max_concurrency or MAX_CONCURRENCY}
+                ),
                 "report_batch_item_failures": True,
                 "metrics_config": lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
                 "enabled": mapping_enabled,
@@ -250,7 +308,7 @@ class IdempotentConsumer(Construct):
         name, queue = self.name, self.queue
         specs = dead_letter_alarm_specs(name, self.dead_letter_queue, dead_letter_age)
         specs.append(
-            (
+            AlarmSpec(
                 "QueueAgeAlarm",
                 queue.metric_approximate_age_of_oldest_message(
                     period=ALARM_PERIOD, statistic="Maximum"
@@ -287,4 +345,6 @@ class IdempotentConsumer(Construct):
             dead_letter_queue_widget(name, self.dead_letter_queue),
             function_widget(name, self.function),
             self.unfinished_work.widget(f"{name} started minus finished"),
+            event_source_mapping_widget(name, self.event_source_mapping),
+            outcome_widget(name, self.metrics_namespace, "consumer", self.idempotency_scope),
         ]

@@ -18,7 +18,8 @@ from exactly_once_cdk.topic import IdempotentTopic
 
 
 class ExactlyOnceDashboard(cloudwatch.Dashboard):
-    """A row per consumer (queue, DLQ, function, started minus finished), per HTTP API
+    """A row per consumer (queue, DLQ, function, started minus finished, the event source
+    mapping's event counts and the handler's outcomes), per HTTP API
     (requests, latency, function, started minus finished), per topic (published, delivered,
     failed) and per SNS subscriber (DLQ, function, asynchronous invocations, started minus
     finished), then table throttles (or the database's capacity and connections) and the
@@ -50,6 +51,15 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
                     left=[m for label, table in tables for m in table.throttle_metrics(label)],
                     width=12,
                 )
+            )
+            bottom.extend(
+                cloudwatch.GraphWidget(
+                    title=f"{label} pending index throttles and transaction conflicts",
+                    left=table.index_and_transaction_metrics(),
+                    width=12,
+                )
+                for label, table in tables
+                if isinstance(table, IdempotencyTable)
             )
         if database is not None:
             bottom.extend(database.dashboard_widgets())

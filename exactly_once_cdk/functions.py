@@ -1,4 +1,5 @@
-"""Lambda functions built one way: Python 3.14 on arm64, JSON logs, own log group and role.
+"""Lambda functions built one way: one `RuntimeTarget` (default Python 3.13 on arm64), JSON
+logs, own log group and role.
 
 The role starts empty (no AWSLambdaBasicExecutionRole, whose log permissions cover every log
 group in the account); callers add exactly the statements their function needs. A function put
@@ -17,12 +18,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from exactly_once_cdk.runtime_target import DEFAULT_TARGET, PYTHON_VERSIONS, RuntimeTarget
+
 if TYPE_CHECKING:
     from exactly_once_cdk.record_store import RecordStore
     from exactly_once_cdk.tables import LedgerTable
 
-RUNTIME = lambda_.Runtime.PYTHON_3_14
-ARCHITECTURE = lambda_.Architecture.ARM_64
 ASSET_EXCLUDES = ["__pycache__", "*.pyc", "tests"]
 # Set by the construct and relied on (grants, log group, visibility rule): not overridable.
 MANAGED_PROPS = frozenset({"role", "log_group", "timeout", "code", "handler"})
@@ -58,6 +59,22 @@ _RETENTION_NAMES = {
 }
 
 
+def lambda_runtime(target: RuntimeTarget) -> lambda_.Runtime:
+    """CDK's `Runtime` for the target, e.g. `Runtime.PYTHON_3_13`."""
+    runtime: lambda_.Runtime = getattr(
+        lambda_.Runtime, "PYTHON_" + target.python_version.replace(".", "_")
+    )
+    return runtime
+
+
+def lambda_architecture(target: RuntimeTarget) -> lambda_.Architecture:
+    return (
+        lambda_.Architecture.ARM_64
+        if target.architecture == "arm64"
+        else (lambda_.Architecture.X86_64)
+    )
+
+
 def retention(days: int) -> logs.RetentionDays:
     """`RetentionDays` members are named, not numbered; find the one CloudWatch means by `days`."""
     return logs.RetentionDays[_RETENTION_NAMES[days]]
@@ -67,9 +84,12 @@ def retention(days: int) -> logs.RetentionDays:
 class FunctionOptions:
     """What every function of these constructs shares; each field is a secure default.
 
+    `target` is the Python version and architecture; give the layer the same one
+    (`ExactlyOnceLayer(target=...)`), its wheels and bytecode are built for it alone.
     `function_props` is the escape hatch: any `lambda_.Function` keyword, applied last.
     """
 
+    target: RuntimeTarget = DEFAULT_TARGET
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH
     log_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
     tracing: bool = False
@@ -126,10 +146,20 @@ def python_function(
             f"function_props cannot set {managed}: the construct grants, logs and times out "
             "through them (use the construct's own keywords, or `environment` to add variables)"
         )
+    for layer in layers:
+        # An ExactlyOnceLayer knows its target; a layer for another Python or CPU would fail
+        # at the first import on Lambda, so refuse it at synth.
+        layer_target = getattr(layer, "target", None)
+        if isinstance(layer_target, RuntimeTarget) and layer_target != options.target:
+            raise ValueError(
+                f"{construct_id}: the layer is built for {layer_target.runtime_name} "
+                f"{layer_target.architecture}, the function runs {options.target.runtime_name} "
+                f"{options.target.architecture}: give both the same RuntimeTarget"
+            )
     environment = {**environment, **overrides.pop("environment", {})}
     props: dict[str, Any] = {
-        "runtime": RUNTIME,
-        "architecture": ARCHITECTURE,
+        "runtime": lambda_runtime(options.target),
+        "architecture": lambda_architecture(options.target),
         "code": code,
         "handler": handler,
         "description": description,
@@ -149,6 +179,15 @@ def python_function(
     if props.get("vpc") is not None:
         _allow_vpc_attachment(role)
     function = lambda_.Function(scope, construct_id, **props)
+    if options.target.python_version != PYTHON_VERSIONS[-1]:
+        Validations.of(function).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions-L1",
+                reason=f"{options.target.runtime_name} is chosen (RuntimeTarget): the layer's "
+                ".pyc files must be compiled by the target's own interpreter, so the runtime is "
+                "one the build machine has; every version offered is a supported Lambda runtime.",
+            )
+        )
     if props["tracing"] == lambda_.Tracing.ACTIVE:
         Validations.of(role).acknowledge(
             Acknowledgment(

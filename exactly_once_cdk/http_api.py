@@ -273,7 +273,7 @@ class IdempotentHttpApi(Construct):
         specs: list[AlarmSpec] = []
         if self.api is not None:
             specs.append(
-                (
+                AlarmSpec(
                     "ServerErrorsAlarm",
                     self.api.metric_server_error(period=ALARM_PERIOD, statistic="Sum"),
                     1,

@@ -12,6 +12,10 @@ layer stays exactly what it was, and synthesizing both kinds in turn rebuilds ne
 The package copied in is the `exactly_once` that Python imports here: in this repository that is
 `layers/shared/python/exactly_once` (editable install), elsewhere the installed wheel's copy, so
 both give the same layer. `eonce layer` (or `make layer`) builds it ahead of a synth.
+
+The build follows a `RuntimeTarget` (Python version x architecture): its wheels, its own folder
+and cache key, and, unless `bytecode=False`, `.pyc` files compiled by that Python
+(`exactly_once_cdk.bytecode`) so that a cold start on read-only /opt compiles nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import exactly_once
+from exactly_once_cdk.bytecode import compile_site, find_interpreter
+from exactly_once_cdk.runtime_target import DEFAULT_TARGET, RuntimeTarget
 
 REQUIREMENTS = Path(__file__).resolve().parent / "layer_requirements.txt"
 POSTGRES_REQUIREMENTS = Path(__file__).resolve().parent / "layer_requirements_postgres.txt"
@@ -33,20 +39,19 @@ PACKAGE = Path(exactly_once.__file__).resolve().parent
 LAYER_DIR = Path("build") / "layer"  # relative to the CDK app's directory, like cdk.out
 POSTGRES_LAYER_DIR = Path("build") / "layer-postgres"
 
-# The Lambda runtime the layer is for; keep in step with the stack's Runtime/Architecture.
-# Lambda's python3.14 runs on Amazon Linux 2023 (glibc 2.34), so manylinux_2_28 wheels fit it
-# too; psycopg-binary 3.3 ships no manylinux2014 (glibc 2.17) wheel for aarch64, only 2_28.
-PIP_TARGET_ARGS = (
-    "--platform",
-    "manylinux2014_aarch64",
-    "--platform",
-    "manylinux_2_28_aarch64",
-    "--implementation",
-    "cp",
-    "--python-version",
-    "3.14",
-    "--only-binary=:all:",
-)
+
+def layer_dir(
+    target: RuntimeTarget = DEFAULT_TARGET, *, postgres: bool = False, bytecode: bool = True
+) -> Path:
+    """Each target (and a source-only build) has its own folder, so switching never rebuilds
+    another's. The default target, compiled, keeps the folders it always had (`make layer`)."""
+    base = POSTGRES_LAYER_DIR if postgres else LAYER_DIR
+    suffix = ("" if target == DEFAULT_TARGET else f"-{target.slug}") + (
+        "" if bytecode else "-source"
+    )
+    return base.with_name(base.name + suffix)
+
+
 # py.typed is for type checkers on a developer's machine; the runtime never reads it.
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", "py.typed")
 
@@ -68,11 +73,18 @@ def requirement_files(requirements: Path = REQUIREMENTS, *, postgres: bool = Fal
 
 
 def inputs_hash(
-    requirements: Path = REQUIREMENTS, package: Path = PACKAGE, *, postgres: bool = False
+    requirements: Path = REQUIREMENTS,
+    package: Path = PACKAGE,
+    *,
+    postgres: bool = False,
+    target: RuntimeTarget = DEFAULT_TARGET,
+    bytecode: bool = True,
 ) -> str:
-    """SHA-256 over the pip arguments, the requirements and every package file (path + bytes)."""
+    """SHA-256 over the target (pip arguments, bytecode or not), the requirements and every
+    package file (path + bytes)."""
     digest = hashlib.sha256()
-    digest.update("\0".join(PIP_TARGET_ARGS).encode())
+    digest.update("\0".join(target.pip_args()).encode())
+    digest.update(f"\0bytecode={bytecode}\0{target.cache_tag if bytecode else ''}".encode())
     for path in requirement_files(requirements, postgres=postgres):
         digest.update(b"\0requirements\0" + path.read_bytes())
     for path in _package_files(package):
@@ -93,22 +105,27 @@ def build_layer(
     package: Path = PACKAGE,
     force: bool = False,
     postgres: bool = False,
+    target: RuntimeTarget = DEFAULT_TARGET,
+    bytecode: bool = True,
 ) -> Path:
     """Return `out` holding `python/<dependencies>` and `python/exactly_once`, building if stale.
 
     With `postgres`, the dependencies include psycopg and psycopg_pool (give it its own `out`).
+    `target` selects the wheels; `bytecode` adds `.pyc` files compiled by the target's Python
+    (`bytecode.InterpreterNotFound`, before pip runs, when this machine has none).
 
     A file lock makes concurrent builders (pytest and `make synth`) wait for each other, and the
     new tree is swapped in only once complete, so a failed pip run never leaves half a layer.
     """
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    wanted = inputs_hash(requirements, package, postgres=postgres)
+    wanted = inputs_hash(requirements, package, postgres=postgres, target=target, bytecode=bytecode)
     with open(out.with_name(out.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stamp = _stamp(out)
         if not force and out.is_dir() and stamp.is_file() and stamp.read_text() == wanted:
             return out
+        python = find_interpreter(target.python_version) if bytecode else None
         staging = out.with_name(f"{out.name}.tmp-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         site = staging / "python"
@@ -120,8 +137,10 @@ def build_layer(
             "--quiet",
             "--disable-pip-version-check",
             "--no-input",
-            "--no-compile",  # .pyc for the build machine's Python would be dead weight on 3.14
-            *PIP_TARGET_ARGS,
+            # pip would compile with the build machine's Python, whose .pyc the target ignores;
+            # the target's own interpreter compiles everything below, once the tree is complete.
+            "--no-compile",
+            *target.pip_args(),
             "--target",
             str(site),
             *(
@@ -136,6 +155,12 @@ def build_layer(
             raise RuntimeError(f"layer build failed: {' '.join(cmd)}\n{result.stderr.strip()}")
         shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts are useless in a layer
         shutil.copytree(package, site / package.name, ignore=_IGNORED)
+        if python is not None:
+            try:
+                compile_site(site, python)
+            except RuntimeError:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
         shutil.rmtree(out, ignore_errors=True)
         staging.rename(out)
         stamp.write_text(wanted)

@@ -17,7 +17,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.alarms import ALARM_PERIOD, Evaluation, add_alarm
 from exactly_once_cdk.consumer import METRICS_NAMESPACE
 from exactly_once_cdk.functions import ASSET_EXCLUDES, FunctionOptions, python_function
 from exactly_once_cdk.record_store import RecordStore
@@ -27,19 +27,39 @@ STUCK_LOCKS = "StuckLocks"
 OVERDUE_WORK = "OverdueWork"
 FAILED_RECORDS = "FailedRecords"
 INTERVAL = Duration.minutes(5)
+# Two periods, both breaching, each at least one interval long: one run that lands late (or a
+# period that a run's jitter leaves empty) is not enough, two missed intervals are.
+HEARTBEAT = Evaluation(2, 2)
+MAX_WINDOW_SECONDS = 86_400  # CloudWatch: period x evaluation periods at most one day
 MONITOR_CODE = Path(__file__).resolve().parent / "monitor_function"
 
 
 def monitor_metric(
-    name: str, namespace: str = METRICS_NAMESPACE, service: str = SERVICE_NAME
+    name: str,
+    namespace: str = METRICS_NAMESPACE,
+    service: str = SERVICE_NAME,
+    period: Duration = ALARM_PERIOD,
 ) -> cloudwatch.Metric:
     return cloudwatch.Metric(
         namespace=namespace,
         metric_name=name,
         dimensions_map={"service": service},
         statistic="Maximum",
-        period=ALARM_PERIOD,
+        period=period,
     )
+
+
+def alarm_period(interval: Duration) -> Duration:
+    """The monitor's alarm period: the 5-minute alarm period, or the interval if longer, so
+    that every period can hold a run."""
+    seconds = max(int(interval.to_seconds()), int(ALARM_PERIOD.to_seconds()))
+    if seconds % 60 or seconds * HEARTBEAT.periods > MAX_WINDOW_SECONDS:
+        raise ValueError(
+            f"stuck-lock monitor interval {interval.to_seconds():g} s: whole minutes, at most "
+            f"{MAX_WINDOW_SECONDS // HEARTBEAT.periods // 60} min (its alarms look at "
+            f"{HEARTBEAT.periods} intervals, and CloudWatch at one day at most)"
+        )
+    return Duration.seconds(seconds)
 
 
 class StuckLockMonitor(Construct):
@@ -66,6 +86,7 @@ class StuckLockMonitor(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.metrics_namespace, self.service_name = metrics_namespace, service_name
+        self.period = alarm_period(interval)
         built = python_function(
             self,
             "Function",
@@ -93,14 +114,21 @@ class StuckLockMonitor(Construct):
             schedule=events.Schedule.rate(interval),
             targets=[targets.LambdaFunction(self.function, retry_attempts=0)],
         )
+        periods, datapoints = HEARTBEAT
         self.alarms = [
             add_alarm(
                 self,
                 "StuckLocksAlarm",
                 metric=self.metric(STUCK_LOCKS),
                 threshold=1,
-                description="In-progress idempotency records whose lease expired (crashed holders)",
+                description="In-progress idempotency records whose lease expired (crashed "
+                "holders), or no count at all: the monitor stopped running (heartbeat)",
                 topic=alarm_topic,
+                # The monitor emits StuckLocks on every run, 0 included: no datapoint means no
+                # run, which must page like a stuck lock rather than read as "all clear".
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+                evaluation_periods=periods,
+                datapoints_to_alarm=datapoints,
             ),
             add_alarm(
                 self,
@@ -110,20 +138,24 @@ class StuckLockMonitor(Construct):
                 description="In-progress work past the completion its holder expected "
                 "(`once` with expected_duration_s): slow or stalled, its lease still live",
                 topic=alarm_topic,
+                evaluation_periods=periods,
+                datapoints_to_alarm=datapoints,
             ),
             add_alarm(
                 self,
                 "ErrorsAlarm",
-                metric=self.function.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+                metric=self.function.metric_errors(period=self.period, statistic="Sum"),
                 threshold=1,
                 description="The stuck-lock monitor failed, so stuck locks go uncounted",
                 topic=alarm_topic,
+                evaluation_periods=periods,
+                datapoints_to_alarm=datapoints,
             ),
         ]
 
     def metric(self, name: str) -> cloudwatch.Metric:
         """`StuckLocks`, `OverdueWork` or `FailedRecords` as this monitor emits them."""
-        return monitor_metric(name, self.metrics_namespace, self.service_name)
+        return monitor_metric(name, self.metrics_namespace, self.service_name, self.period)
 
     def dashboard_widgets(self) -> list[cloudwatch.IWidget]:
         return [

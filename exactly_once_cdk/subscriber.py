@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, CfnOutput, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, CfnOutput, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -31,6 +31,8 @@ from constructs import Construct
 from exactly_once_cdk import outputs as names
 from exactly_once_cdk.alarms import (
     ALARM_PERIOD,
+    ONE_EVENT,
+    AlarmSpec,
     dead_letter_alarm_specs,
     function_alarms,
 )
@@ -48,7 +50,7 @@ from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
 from exactly_once_cdk.unfinished_work import WINDOW as UNFINISHED_WINDOW
 from exactly_once_cdk.unfinished_work import UnfinishedWork
-from exactly_once_cdk.widgets import dead_letter_queue_widget, function_widget
+from exactly_once_cdk.widgets import dead_letter_queue_widget, function_widget, outcome_widget
 
 RETRY_ATTEMPTS = 2  # Lambda's default and maximum for asynchronous invocations
 MAX_EVENT_AGE = Duration.hours(6)  # Lambda's default and maximum
@@ -125,10 +127,12 @@ class IdempotentSubscriber(Construct):
         outputs: bool = True,
         metrics_namespace: str = METRICS_NAMESPACE,
         dead_letter_queue_props: Mapping[str, Any] | None = None,
+        dead_letter_removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
         check_async(construct_id, retry_attempts, max_event_age)
         self.name = construct_id
+        self.metrics_namespace = metrics_namespace
         self.idempotency_scope = idempotency_scope or construct_id.lower()
         self.unfinished_work = UnfinishedWork(
             metrics_namespace, self.idempotency_scope, unfinished_window, unfinished_threshold
@@ -149,6 +153,8 @@ class IdempotentSubscriber(Construct):
                 **(dead_letter_queue_props or {}),
             },
         )
+        # RETAIN (the default) keeps the dead letters when the stack is deleted.
+        self.dead_letter_queue.apply_removal_policy(dead_letter_removal_policy)
         Validations.of(self.dead_letter_queue).acknowledge(
             Acknowledgment(
                 id="AwsSolutions-SQS3",
@@ -245,13 +251,14 @@ class IdempotentSubscriber(Construct):
         name = self.name
         specs = dead_letter_alarm_specs(name, self.dead_letter_queue, dead_letter_age)
         specs.append(
-            (
+            AlarmSpec(
                 "DestinationDeliveryFailuresAlarm",
                 self.function.metric(
                     "DestinationDeliveryFailures", period=ALARM_PERIOD, statistic="Sum"
                 ),
                 1,
                 f"{name}: Lambda could not send a failed event to the dead-letter queue (lost)",
+                ONE_EVENT,
             )
         )
         return function_alarms(self, name, self.function, topic, self.unfinished_work, own=specs)
@@ -281,4 +288,5 @@ class IdempotentSubscriber(Construct):
                 width=6,
             ),
             self.unfinished_work.widget(f"{name} started minus finished"),
+            outcome_widget(name, self.metrics_namespace, "subscriber", self.idempotency_scope),
         ]

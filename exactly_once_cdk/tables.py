@@ -1,7 +1,9 @@
 """The idempotency table (one for every consumer) and the append-only ledger of side effects.
 
 Both are `dynamodb.Table`s with secure defaults (on demand, encrypted, point-in-time recovery,
-kept on stack deletion, deletion protection); every `TableProps` keyword overrides them.
+kept on stack deletion, deletion protection); every `TableProps` keyword overrides them. The
+ledger's items expire through TTL (`exactly_once.ledger` writes the attribute); the
+idempotency table takes an optional warm throughput for a known launch-day burst.
 """
 
 from __future__ import annotations
@@ -18,17 +20,21 @@ from constructs import Construct
 
 from exactly_once import schema
 from exactly_once_cdk import outputs
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.alarms import ALARM_PERIOD, SUSTAINED, add_alarm
 
 LEDGER_PARTITION_KEY = "pk"  # the business key
 LEDGER_SORT_KEY = "sk"  # record_effect: "{scope}#{name}", once per key; append_entry: unique
+LEDGER_TTL = "expires_at"  # exactly_once.ledger.TTL_ATTRIBUTE (checked in the template tests)
 
 # Item-level actions only: `grant_read_write_data` would add Scan, Query and the batch calls.
+# Exactly what the store calls (tests/infra/test_record_actions.py derives the set by running
+# it): GetItem (get), UpdateItem (acquire, complete, fail, extend, release, and the fenced
+# effect's transactional update), PutItem (acquire's `_renew`: a TTL-expired record replaced
+# whole by a new generation). No DeleteItem: records leave through TTL only.
 RECORD_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
 )
 
 
@@ -65,23 +71,14 @@ class _AlarmedTable(dynamodb.Table):
             CfnOutput(Stack.of(self), output_name, value=self.table_name)
 
     def throttle_alarm(self, label: str, alarm_topic: sns.ITopic | None = None) -> cloudwatch.Alarm:
-        """An alarm on any read or write throttle event (DynamoDB's own metrics)."""
-        throttles = cloudwatch.MathExpression(
-            expression="FILL(reads, 0) + FILL(writes, 0)",
-            using_metrics={
-                "reads": self.metric("ReadThrottleEvents", statistic="Sum"),
-                "writes": self.metric("WriteThrottleEvents", statistic="Sum"),
-            },
-            label=f"{label} throttle events",
-            period=ALARM_PERIOD,
-        )
-        return add_alarm(
-            self,
+        """An alarm on read or write throttle events (DynamoDB's own metrics), sustained."""
+        return self._throttle_alarm(
             "ThrottlesAlarm",
-            metric=throttles,
-            threshold=1,
-            description=f"{label} table requests were throttled",
-            topic=alarm_topic,
+            self.metric("ReadThrottleEvents", statistic="Sum"),
+            self.metric("WriteThrottleEvents", statistic="Sum"),
+            f"{label} throttle events",
+            f"{label} table requests were throttled",
+            alarm_topic,
         )
 
     def throttle_metrics(self, label: str) -> list[cloudwatch.IMetric]:
@@ -89,6 +86,33 @@ class _AlarmedTable(dynamodb.Table):
             self.metric(name, statistic="Sum", label=f"{label} {name}")
             for name in ("ReadThrottleEvents", "WriteThrottleEvents")
         ]
+
+    def _throttle_alarm(
+        self,
+        construct_id: str,
+        reads: cloudwatch.IMetric,
+        writes: cloudwatch.IMetric,
+        label: str,
+        description: str,
+        alarm_topic: sns.ITopic | None,
+    ) -> cloudwatch.Alarm:
+        throttles = cloudwatch.MathExpression(
+            expression="FILL(reads, 0) + FILL(writes, 0)",
+            using_metrics={"reads": reads, "writes": writes},
+            label=label,
+            period=ALARM_PERIOD,
+        )
+        return add_alarm(
+            self,
+            construct_id,
+            metric=throttles,
+            threshold=1,
+            description=description,
+            topic=alarm_topic,
+            # The SDK and SQS retry a throttled request: one period of them is noise.
+            evaluation_periods=SUSTAINED.periods,
+            datapoints_to_alarm=SUSTAINED.datapoints,
+        )
 
 
 class IdempotencyTable(_AlarmedTable):
@@ -106,14 +130,19 @@ class IdempotencyTable(_AlarmedTable):
         *,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         output: bool = True,
+        warm_throughput: dynamodb.WarmThroughput | None = None,
         **table_props: Any,
     ) -> None:
-        keys = {
+        """`warm_throughput`: read and write units per second the on-demand table can serve at
+        once (billed when raised); None leaves it to DynamoDB."""
+        keys: dict[str, Any] = {
             "partition_key": dynamodb.Attribute(
                 name=schema.PARTITION_KEY, type=dynamodb.AttributeType.STRING
             ),
             "time_to_live_attribute": schema.TTL,
         }
+        if warm_throughput is not None:
+            keys["warm_throughput"] = warm_throughput
         super().__init__(
             scope,
             construct_id,
@@ -134,6 +163,58 @@ class IdempotencyTable(_AlarmedTable):
     @property
     def pending_index_arn(self) -> str:
         return f"{self.table_arn}/index/{schema.PENDING_INDEX}"
+
+    def _index_metric(self, name: str) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace="AWS/DynamoDB",
+            metric_name=name,
+            dimensions_map={
+                "TableName": self.table_name,
+                "GlobalSecondaryIndexName": schema.PENDING_INDEX,
+            },
+            statistic="Sum",
+            period=ALARM_PERIOD,
+            label=f"{schema.PENDING_INDEX} {name}",
+        )
+
+    def transaction_conflicts(self) -> cloudwatch.Metric:
+        """Transactions refused because another request changed one of their items at once
+        (the fenced effect writes its mark here in a TransactWriteItems)."""
+        return self.metric("TransactionConflict", statistic="Sum", period=ALARM_PERIOD)
+
+    def alarms(self, label: str, alarm_topic: sns.ITopic | None = None) -> list[cloudwatch.Alarm]:
+        """Table throttles, pending-index throttles (a throttled index write throttles the
+        table's writes too) and transaction conflicts, each sustained over 2 of 3 periods."""
+        return [
+            self.throttle_alarm(label, alarm_topic),
+            self._throttle_alarm(
+                "PendingIndexThrottlesAlarm",
+                self._index_metric("ReadThrottleEvents"),
+                self._index_metric("WriteThrottleEvents"),
+                f"{label} {schema.PENDING_INDEX} throttle events",
+                f"{label} table: its {schema.PENDING_INDEX} index throttled requests",
+                alarm_topic,
+            ),
+            add_alarm(
+                self,
+                "TransactionConflictAlarm",
+                metric=self.transaction_conflicts(),
+                threshold=1,
+                description=f"{label} table: fenced-effect transactions conflicted with "
+                "concurrent writes to the same record",
+                topic=alarm_topic,
+                evaluation_periods=SUSTAINED.periods,
+                datapoints_to_alarm=SUSTAINED.datapoints,
+            ),
+        ]
+
+    def index_and_transaction_metrics(self) -> list[cloudwatch.IMetric]:
+        """For the dashboard: the pending index's throttles and the transaction conflicts."""
+        return [
+            self._index_metric("ReadThrottleEvents"),
+            self._index_metric("WriteThrottleEvents"),
+            self.transaction_conflicts(),
+        ]
 
     # The `RecordStore` shape (record_store.py), shared with `IdempotencyDatabase`.
     @property
@@ -168,7 +249,8 @@ class IdempotencyTable(_AlarmedTable):
 
 
 class LedgerTable(_AlarmedTable):
-    """pk/sk items written once per executed side effect (`exactly_once.ledger`).
+    """pk/sk items written once per executed side effect (`exactly_once.ledger`), expiring
+    through TTL on `expires_at`.
 
     With `output`, the stack gets a `LedgerTableName` output.
     """
@@ -189,6 +271,9 @@ class LedgerTable(_AlarmedTable):
             "sort_key": dynamodb.Attribute(
                 name=LEDGER_SORT_KEY, type=dynamodb.AttributeType.STRING
             ),
+            # Written by exactly_once.ledger (LEDGER_RETENTION_DAYS, 365 by default): record_effect
+            # guards a key's effect only while its entry exists.
+            "time_to_live_attribute": LEDGER_TTL,
         }
         super().__init__(
             scope,

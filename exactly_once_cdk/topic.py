@@ -21,7 +21,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from exactly_once_cdk import outputs as names
-from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
+from exactly_once_cdk.alarms import ALARM_PERIOD, ONE_EVENT, add_alarm
 from exactly_once_cdk.consumer import IdempotentConsumer
 
 SNS_PRINCIPAL = "sns.amazonaws.com"
@@ -86,6 +86,8 @@ class IdempotentTopic(Construct):
                 description=f"{construct_id}: SNS gave up delivering to a subscriber (retries "
                 "exhausted, or a permission or key refused it)",
                 topic=alarm_topic,
+                evaluation_periods=ONE_EVENT.periods,  # a notification lost to a subscriber
+                datapoints_to_alarm=ONE_EVENT.datapoints,
             )
         ]
         if outputs:

@@ -9,6 +9,10 @@ The idempotency store is `-c store=dynamodb` (the default: the idempotency and l
 `-c store=postgres` (`IdempotencyDatabase`: Aurora PostgreSQL behind RDS Proxy in a VPC, with the
 examples' ledger in it too, so neither DynamoDB table is made). Every function that uses the
 store takes it as one `RecordStore`, which brings its variables, network and grants.
+
+A prod stage is its own stack, `{stackName}-{stage}`, bound to the account and region given with
+`-c account=... -c region=...` (`Settings.from_context` refuses prod without them), with
+termination protection on; every resource is tagged with the project, the stage and the tool.
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from aws_cdk import (
     CfnOutput,
     CliCredentialsStackSynthesizer,
     Duration,
+    Environment,
     IStackSynthesizer,
     RemovalPolicy,
     Stack,
+    Tags,
 )
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -73,6 +80,23 @@ def local_synthesizer() -> IStackSynthesizer:
     return CliCredentialsStackSynthesizer()
 
 
+PROJECT_TAG = "exactly-once-sqs"
+UNTAGGABLE = ["AWS::RDS::DBProxyTargetGroup"]
+
+
+def warm_throughput(settings: Settings) -> dynamodb.WarmThroughput | None:
+    """The idempotency table's warm throughput from the context, or None when neither is set."""
+    reads, writes = settings.warm_read_units_per_second, settings.warm_write_units_per_second
+    if reads is None and writes is None:
+        return None
+    return dynamodb.WarmThroughput(read_units_per_second=reads, write_units_per_second=writes)
+
+
+def stack_tags(settings: Settings) -> dict[str, str]:
+    """On every taggable resource and on the stack itself (cost reports, ownership)."""
+    return {"Project": PROJECT_TAG, "Stage": settings.stage, "ManagedBy": "aws-cdk"}
+
+
 class ExactlyOnceStack(Stack):
     def __init__(
         self,
@@ -84,20 +108,33 @@ class ExactlyOnceStack(Stack):
         topics: tuple[TopicSpec, ...] = TOPICS,
         **kwargs: Any,
     ) -> None:
+        name = settings.deployed_stack_name
+        bound = settings.account is not None or settings.region is not None
         super().__init__(
             scope,
-            settings.stack_name,
-            stack_name=settings.stack_name,
+            name,
+            stack_name=name,
             description="Exactly-once on Lambda: queues, a topic, an HTTP API, DLQs, idempotency",
             synthesizer=local_synthesizer() if settings.local_stack else None,
+            env=Environment(account=settings.account, region=settings.region) if bound else None,
+            termination_protection=settings.is_prod,
+            # Not into moto: its CloudFormation (5.2) fails to create the tagged template (the
+            # CLI's first create ends in AlreadyExistsException), and nothing there is billed.
+            tags=None if settings.local_stack else stack_tags(settings),
             **kwargs,
         )
+        for key, value in ({} if settings.local_stack else stack_tags(settings)).items():
+            # explicitStackTags: `tags=` alone tags the stack only. CDK counts RDS Proxy target
+            # groups as taggable, CloudFormation's schema does not (validation fails).
+            Tags.of(self).add(key, value, exclude_resource_types=UNTAGGABLE)
         self.settings = settings
         removal = RemovalPolicy.RETAIN if settings.is_prod else RemovalPolicy.DESTROY
+        self.removal = removal
         options = FunctionOptions(
             log_retention=retention(settings.log_retention_days),
             log_removal_policy=removal,
             tracing=settings.xray,
+            target=settings.runtime_target,
         )
 
         postgres = settings.store == "postgres"
@@ -106,10 +143,20 @@ class ExactlyOnceStack(Stack):
         self.database: IdempotencyDatabase | None = None
         if not postgres:
             tables = Construct(self, "Tables")  # keeps the tables' logical ids from before 0.2
-            self.idempotency = IdempotencyTable(tables, "Idempotency", removal_policy=removal)
+            self.idempotency = IdempotencyTable(
+                tables,
+                "Idempotency",
+                removal_policy=removal,
+                warm_throughput=warm_throughput(settings),
+            )
             self.ledger = LedgerTable(tables, "Ledger", removal_policy=removal)
         self.layer = ExactlyOnceLayer(
-            self, "SharedLayer", removal_policy=removal, postgres=postgres
+            self,
+            "SharedLayer",
+            removal_policy=removal,
+            postgres=postgres,
+            target=settings.runtime_target,
+            bytecode=settings.layer_bytecode,
         )
         self.alarm_topic = AlarmTopic(
             self, "Alarms", email=settings.alarm_email, removal_policy=removal
@@ -117,7 +164,7 @@ class ExactlyOnceStack(Stack):
         topic = self.alarm_topic.topic
         self.records: RecordStore
         if self.idempotency is not None and self.ledger is not None:
-            self.idempotency.throttle_alarm("Idempotency", topic)
+            self.idempotency.alarms("Idempotency", topic)
             self.ledger.throttle_alarm("Ledger", topic)
             self.records = self.idempotency
         else:
@@ -205,8 +252,13 @@ class ExactlyOnceStack(Stack):
             batch_size=config.batch_size,
             batching_window=Duration.seconds(config.batching_window_seconds),
             max_concurrency=config.max_concurrency,
+            min_pollers=config.min_pollers,
+            max_pollers=config.max_pollers,
             max_receive_count=config.max_receive_count,
             lease_margin=Duration.seconds(config.lease_margin_seconds),
+            # Prod keeps both queues on a stack deletion: up to 14 days of dead letters (and the
+            # undelivered messages) are payments nobody can get back.
+            removal_policy=self.removal,
             queue_age_alarm=Duration.seconds(self.settings.queue_age_alarm_seconds),
             dead_letter_age_alarm=Duration.seconds(self.settings.dlq_age_alarm_seconds),
             # Deployed into moto the mapping must stay off: moto runs it synchronously on send
@@ -276,6 +328,7 @@ class ExactlyOnceStack(Stack):
             memory_size=spec.memory_mb or self.settings.memory_mb,
             lease_margin=Duration.seconds(self.settings.lease_margin_seconds),
             retry_attempts=spec.retry_attempts,
+            dead_letter_removal_policy=self.removal,
             dead_letter_age_alarm=Duration.seconds(self.settings.dlq_age_alarm_seconds),
             # Deployed into moto the Lambda subscription stays out: on Publish, moto's SNS
             # invokes a subscribed function itself, which needs Docker (moto 5.2 logs "error

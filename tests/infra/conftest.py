@@ -18,6 +18,10 @@ from infra.stack import ExactlyOnceStack
 VARIANT_CONTEXT: dict[str, Any] = {
     "stackName": "ExactlyOnceVariant",
     "stage": "prod",
+    "account": "123456789012",  # a prod stage is refused without its account and region
+    "region": "eu-west-1",
+    "warmReadUnitsPerSecond": "15000",
+    "warmWriteUnitsPerSecond": 5000,
     "xray": "true",  # as `-c xray=true` passes it
     "alarmEmail": "oncall@example.com",
     "functionTimeoutSeconds": "20",
@@ -72,7 +76,16 @@ def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 # The PostgreSQL store (`-c store=postgres`): a dev stage, and the variant's prod stage with X-Ray.
 POSTGRES_CONTEXT: dict[str, Any] = {"store": "postgres"}
-POSTGRES_PROD_CONTEXT: dict[str, Any] = {**VARIANT_CONTEXT, "store": "postgres"}
+POSTGRES_PROD_CONTEXT: dict[str, Any] = {
+    **VARIANT_CONTEXT,
+    "store": "postgres",
+    # What `cdk synth` looks up (and caches in cdk.context.json) for an environment-bound VPC.
+    f"availability-zones:account={VARIANT_CONTEXT['account']}:region={VARIANT_CONTEXT['region']}": [
+        "eu-west-1a",
+        "eu-west-1b",
+        "eu-west-1c",
+    ],
+}
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from infra.consumers import ROOT
+from infra.consumers import CONSUMERS, ROOT
 
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 
@@ -32,7 +32,7 @@ def test_cli_synth_with_cdk_json(tmp_path: Path) -> None:
     mappings = [
         r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
     ]
-    assert len(mappings) == 2
+    assert len(mappings) == len(CONSUMERS)
     assert all(m["Properties"]["Enabled"] is True for m in mappings)
 
 
@@ -40,6 +40,13 @@ def test_cli_synth_refuses_bad_context(tmp_path: Path) -> None:
     result = cdk_synth(tmp_path, "--context", "batchSize=0")
     assert result.returncode != 0
     assert "context 'batchSize': 0 is outside 1..10000" in result.stderr
+
+
+def test_cli_synth_refuses_prod_without_account_and_region(tmp_path: Path) -> None:
+    """`-c stage=prod` alone names no target: refused before anything is synthesized."""
+    result = cdk_synth(tmp_path, "--context", "stage=prod")
+    assert result.returncode != 0
+    assert "-c account=<12-digit account id> -c region=<region>" in result.stderr
 
 
 def test_cli_synth_refuses_postgres_for_the_local_emulator(tmp_path: Path) -> None:

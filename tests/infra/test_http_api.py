@@ -141,7 +141,6 @@ class TestRepoStack:
         ledger_id, _ = default_synth.resource("AWS::DynamoDB::Table", "TablesLedger")
         logs_id, _ = default_synth.resource("AWS::Logs::LogGroup", f"{API}FunctionLogs")
         assert sorted(actions(by_sid["IdempotencyRecords"])) == [
-            "dynamodb:DeleteItem",
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",

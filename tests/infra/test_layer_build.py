@@ -1,7 +1,9 @@
-"""The Docker-free layer build: right layout, aarch64/3.14 wheels, cached by its inputs."""
+"""The Docker-free layer build: right layout, the target's wheels and bytecode, cached by its
+inputs; and a cold import from a read-only copy that compiles nothing."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,13 +11,26 @@ from typing import Any
 
 import pytest
 
-from exactly_once_cdk import layer_build
-from exactly_once_cdk.layer_build import PACKAGE, REQUIREMENTS, build_layer, inputs_hash
+from exactly_once_cdk.bytecode import find_interpreter
+from exactly_once_cdk.layer_build import (
+    LAYER_DIR,
+    PACKAGE,
+    REQUIREMENTS,
+    build_layer,
+    inputs_hash,
+    layer_dir,
+)
+from exactly_once_cdk.runtime_target import DEFAULT_TARGET, RuntimeTarget
 
 
 @pytest.fixture(scope="module")
 def layer() -> Path:
     return build_layer()
+
+
+@pytest.fixture(scope="module")
+def source_layer() -> Path:
+    return build_layer(layer_dir(bytecode=False), bytecode=False)
 
 
 def test_layout(layer: Path) -> None:
@@ -27,13 +42,12 @@ def test_layout(layer: Path) -> None:
     pinned = REQUIREMENTS.read_text().split("aws-lambda-powertools==")[1].split()[0]
     assert (site / f"aws_lambda_powertools-{pinned}.dist-info").is_dir()
     files = [p for p in layer.rglob("*")]
-    assert not [p for p in files if p.suffix == ".pyc" or p.name == "__pycache__"]
     assert not (site / "bin").exists()
     # The package as Python imports it, byte for byte, without the type checkers' marker.
     shipped = {
         p.relative_to(site / "exactly_once"): p.read_bytes()
         for p in (site / "exactly_once").rglob("*")
-        if p.is_file()
+        if p.is_file() and "__pycache__" not in p.parts
     }
     source = {
         p.relative_to(PACKAGE): p.read_bytes()
@@ -43,7 +57,88 @@ def test_layout(layer: Path) -> None:
     assert shipped == source
     assert (PACKAGE / "py.typed").is_file()
     native = [p.name for p in files if p.suffix == ".so"]
-    assert all("aarch64" in name or "cpython-314" in name for name in native), native
+    assert all("aarch64" in name or "cpython-313" in name for name in native), native
+
+
+def test_every_module_has_bytecode_for_the_target_only(layer: Path, source_layer: Path) -> None:
+    sources = sorted(layer.rglob("*.py"))
+    assert len(sources) > 100  # Powertools and its dependencies, not only exactly_once
+    expected = {
+        p.parent / "__pycache__" / f"{p.stem}.{DEFAULT_TARGET.cache_tag}.pyc" for p in sources
+    }
+    assert set(layer.rglob("*.pyc")) == expected
+    # unchecked-hash: flags word 0b01 (hash-based, not checked); PEP 552
+    pyc = next(iter(expected)).read_bytes()
+    assert int.from_bytes(pyc[4:8], "little") == 0b01
+    assert not list(source_layer.rglob("*.pyc"))
+    assert not list(source_layer.rglob("__pycache__"))
+    assert sorted(p.relative_to(source_layer) for p in source_layer.rglob("*.py")) == sorted(
+        p.relative_to(layer) for p in sources
+    )
+
+
+def _imported_from(copy: Path, env_python: str) -> list[str]:
+    """The files the handler's cold import loaded code from, under the layer copy `copy`.
+
+    `python -v` reports "code object from <file>" for every module: the `.pyc` it used, or the
+    `.py` it compiled. PYTHONDONTWRITEBYTECODE stands in for /opt's read-only mount (the tests
+    run as root, whom chmod does not stop), and the handler is the Orders consumer's.
+    """
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": f"{Path('functions/orders').resolve()}:{copy / 'python'}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "AWS_REGION": "us-east-1",
+        "IDEMPOTENCY_TABLE": "t",
+        "CONSUMER_SCOPE": "orders",
+    }
+    done = subprocess.run(
+        [env_python, "-v", "-c", "import handler"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    marker = "# code object from "
+    return [
+        line[len(marker) :].strip("'")
+        for line in done.stderr.splitlines()
+        if line.startswith(marker) and str(copy) in line
+    ]
+
+
+def _read_only_copy(layer: Path, to: Path) -> Path:
+    """The layer as Lambda unpacks it: source mtimes that match nothing (CDK's zip normalises
+    them), and a tree that must not change."""
+    shutil.copytree(layer, to)
+    old = 315_532_800  # 1980-01-01, the zip format's earliest date
+    for path in to.rglob("*.py"):
+        os.utime(path, (old, old))
+    for path in [to, *to.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    return to
+
+
+def test_a_cold_import_from_the_compiled_layer_compiles_nothing(
+    layer: Path, source_layer: Path, tmp_path: Path
+) -> None:
+    python = find_interpreter(DEFAULT_TARGET.python_version)
+    compiled = _read_only_copy(layer, tmp_path / "compiled")
+    source = _read_only_copy(source_layer, tmp_path / "source")
+    before = sorted(compiled.rglob("*"))
+
+    from_compiled = _imported_from(compiled, python)
+    from_source = _imported_from(source, python)
+
+    # The same modules are imported either way (the consumer, exactly_once and its imports);
+    # from the compiled layer every one comes from its .pyc, from the source-only layer every
+    # one is compiled from its .py: the check tells the two apart.
+    assert len(from_compiled) == len(from_source) > 10
+    assert all(f.endswith(f".{DEFAULT_TARGET.cache_tag}.pyc") for f in from_compiled)
+    assert all(f.endswith(".py") for f in from_source)
+    assert sorted(compiled.rglob("*")) == before  # nothing written beside it either
+    for path in [compiled, *compiled.rglob("*"), source, *source.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)  # let pytest clean up
 
 
 def test_cached_build_does_not_run_pip(layer: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,14 +183,31 @@ def test_changed_inputs_rebuild_and_a_failed_build_keeps_the_old_layer(tmp_path:
     ]
 
 
-def test_pip_targets_the_functions_runtime_and_architecture() -> None:
-    """The layer's wheels must match what the functions run on; the two are set apart."""
-    from exactly_once_cdk.functions import ARCHITECTURE, RUNTIME
+@pytest.mark.parametrize(("architecture", "machine"), [("arm64", "aarch64"), ("x86_64", "x86_64")])
+def test_pip_selects_the_targets_wheels(architecture: str, machine: str) -> None:
+    args = RuntimeTarget("3.12", architecture).pip_args()
+    platforms = [args[i + 1] for i, arg in enumerate(args) if arg == "--platform"]
+    assert platforms == [f"manylinux2014_{machine}", f"manylinux_2_28_{machine}"]
+    assert args[args.index("--python-version") + 1] == "3.12"
+    assert "--only-binary=:all:" in args
 
-    args = dict(
-        zip(layer_build.PIP_TARGET_ARGS[::2], layer_build.PIP_TARGET_ARGS[1::2], strict=False)
-    )
-    assert RUNTIME.name == f"python{args['--python-version']}"
-    assert ARCHITECTURE.name == "arm64"
-    assert args["--platform"].endswith("_aarch64")
-    assert "--only-binary=:all:" in layer_build.PIP_TARGET_ARGS
+
+def test_each_target_has_its_own_folder_and_cache_key() -> None:
+    targets = [RuntimeTarget(v, a) for v in ("3.12", "3.13", "3.14") for a in ("arm64", "x86_64")]
+    folders = {
+        layer_dir(t, postgres=p, bytecode=b)
+        for t in targets
+        for p in (False, True)
+        for b in (False, True)
+    }
+    assert len(folders) == len(targets) * 4
+    assert layer_dir() == LAYER_DIR  # the default keeps `make layer`'s folder
+    keys = {inputs_hash(target=t, bytecode=b) for t in targets for b in (True, False)}
+    assert len(keys) == len(targets) * 2
+
+
+def test_an_unknown_runtime_or_architecture_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"3\.12, 3\.13, 3\.14"):
+        RuntimeTarget("3.11")
+    with pytest.raises(ValueError, match="arm64, x86_64"):
+        RuntimeTarget("3.13", "aarch64")

@@ -109,7 +109,7 @@ def test_functions_exist_with_their_environment(deployed: Deployed) -> None:
         "SalesCounterFunctionName",
     ):
         config = lam.get_function(FunctionName=out[key])["Configuration"]
-        assert (config["Runtime"], config["Handler"]) == ("python3.14", "handler.handle")
+        assert (config["Runtime"], config["Handler"]) == ("python3.13", "handler.handle")
         variables = config["Environment"]["Variables"]
         assert variables["IDEMPOTENCY_TABLE"] == out["IdempotencyTableName"]
     orders = lam.get_function(FunctionName=out["OrdersFunctionName"])["Configuration"]

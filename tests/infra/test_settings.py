@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -59,10 +59,61 @@ class TestSettings:
 
     def test_cli_strings_are_parsed(self) -> None:
         s = settings(
-            xray="true", localStack="1", batchSize="25", stage="prod", alarmEmail="a@b.example"
+            xray="true",
+            localStack="1",
+            batchSize="25",
+            stage="prod",
+            alarmEmail="a@b.example",
+            account="123456789012",
+            region="eu-west-1",
+            warmReadUnitsPerSecond="12000",
         )
         assert (s.xray, s.local_stack, s.batch_size, s.is_prod) == (True, True, 25, True)
         assert s.alarm_email == "a@b.example"
+        assert (s.account, s.region) == ("123456789012", "eu-west-1")
+        assert (s.warm_read_units_per_second, s.warm_write_units_per_second) == (12_000, None)
+
+
+class TestProductionTarget:
+    """A prod stage is a stack of its own, bound to an explicit account and region."""
+
+    TARGET: ClassVar[dict[str, str]] = {"account": "123456789012", "region": "eu-west-1"}
+
+    def test_prod_is_named_apart_and_dev_keeps_the_bare_name(self) -> None:
+        assert settings().deployed_stack_name == "ExactlyOnceSqs"
+        assert settings(stage="staging").deployed_stack_name == "ExactlyOnceSqs"
+        prod = settings(stage="prod", **self.TARGET)
+        assert prod.deployed_stack_name == "ExactlyOnceSqs-prod"
+        assert settings(
+            stage="production", stackName="Shop", **self.TARGET
+        ).deployed_stack_name == ("Shop-production")
+
+    @pytest.mark.parametrize(
+        "target", [{}, {"account": "123456789012"}, {"region": "eu-west-1"}, {"account": ""}]
+    )
+    def test_prod_without_account_and_region_is_refused(self, target: dict[str, str]) -> None:
+        with pytest.raises(ValueError, match=r"-c account=<12-digit account id> -c region"):
+            settings(stage="prod", **target)
+
+    @pytest.mark.parametrize(
+        ("key", "value", "message"),
+        [
+            ("account", "12345", "expected 12 digits"),
+            ("account", "12345678901a", "expected 12 digits"),
+            ("region", "Europe", "expected a region"),
+        ],
+    )
+    def test_malformed_targets_are_refused(self, key: str, value: str, message: str) -> None:
+        with pytest.raises(ValueError, match=message):
+            settings(stage="prod", **{**self.TARGET, key: value})
+
+    def test_dev_may_be_bound_too_and_needs_nothing(self) -> None:
+        assert (settings().account, settings().region) == (None, None)
+        assert settings(region="us-east-1").region == "us-east-1"
+
+    def test_a_name_cloudformation_refuses_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="letters, digits and hyphens"):
+            settings(stackName="exactly_once")
 
     def test_consumer_overrides_may_come_as_json_text(self) -> None:
         s = settings(consumers='{"Orders": {"batchSize": 3}}')
@@ -80,6 +131,9 @@ class TestSettings:
             ("consumers", {"Orders": {"batchsize": 3}}, "unknown keys"),
             ("consumers", "[1]", "expected an object"),
             ("store", "mysql", "expected one of dynamodb, postgres"),
+            ("warmReadUnitsPerSecond", 100, "outside 12000.."),
+            ("warmWriteUnitsPerSecond", "many", "expected an integer"),
+            ("lockMonitorIntervalMinutes", 721, "outside 1..720"),
         ],
     )
     def test_invalid_values_are_refused(self, key: str, value: Any, message: str) -> None:
@@ -116,9 +170,12 @@ class TestResolve:
             "maxReceiveCount": 15,
             "leaseMarginSeconds": 16,
         }
-        assert set(overrides) == set(OVERRIDE_KEYS)
+        pollers = {"minPollers": 3, "maxPollers": 30}  # instead of maxConcurrency, never with it
+        assert set(overrides) | set(pollers) == set(OVERRIDE_KEYS)
         config = resolve(by_id("Orders"), settings(consumers={"Orders": overrides}))
         assert [getattr(config, OVERRIDE_KEYS[k]) for k in overrides] == list(overrides.values())
+        config = resolve(by_id("Orders"), settings(consumers={"Orders": pollers}))
+        assert [getattr(config, OVERRIDE_KEYS[k]) for k in pollers] == list(pollers.values())
 
     def test_visibility_timeout_is_six_timeouts_plus_the_window(self) -> None:
         config = resolve(

@@ -3,18 +3,25 @@ these settings are checked here rather than after the local deploy)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
 
-from exactly_once import schema
+from exactly_once import ledger, observability, schema
+from exactly_once.outcomes import Outcome, RecordResult
+from exactly_once_cdk.alarms import ONE_EVENT, SUSTAINED, Evaluation
+from exactly_once_cdk.lock_monitor import HEARTBEAT
+from exactly_once_cdk.tables import RECORD_ACTIONS
+from exactly_once_cdk.widgets import EVENT_SOURCE_MAPPING_METRICS, OUTCOME_METRICS
 from infra.apis import APIS
 from infra.consumers import CONSUMERS
 from infra.topics import TOPICS
 from tests.infra.conftest import Synth
 
-CONSUMER_IDS = ("Orders", "Payments")
+# Counts follow the registries: adding a consumer, API, topic or subscriber changes no test.
+CONSUMER_IDS = tuple(spec.id for spec in CONSUMERS)
 SUBSCRIBERS = tuple(sub for topic in TOPICS for sub in topic.subscribers)
 OUTPUTS = {
     *(
@@ -50,7 +57,9 @@ CONSUMER_ALARMS = 3 + FUNCTION_ALARMS  # DLQ depth, DLQ age, queue age
 API_ALARMS = 1 + FUNCTION_ALARMS  # 5xx
 SUBSCRIBER_ALARMS = 3 + FUNCTION_ALARMS  # DLQ depth, DLQ age, destination delivery failures
 TOPIC_ALARMS = 1  # deliveries SNS gave up on
-STACK_ALARMS = 2 + 3  # table throttles (2), the monitor (stuck locks, overdue work, errors)
+# table throttles (2), the idempotency table's pending-index throttles and transaction
+# conflicts (2), the monitor (stuck locks, overdue work, errors)
+STACK_ALARMS = 2 + 2 + 3
 
 
 def ref_id(value: Any) -> str:
@@ -77,7 +86,7 @@ def actions(statement: dict[str, Any]) -> list[str]:
     return [action] if isinstance(action, str) else list(action)
 
 
-def role_statements(synth: Synth, role_prefix: str) -> dict[str, dict[str, Any]]:
+def role_statements(synth: Synth, role_prefix: str) -> dict[str | None, dict[str, Any]]:
     """Statements by Sid of the policy attached to the role with this logical-id prefix."""
     role_id, _ = synth.resource("AWS::IAM::Role", role_prefix)
     policies = [
@@ -86,7 +95,8 @@ def role_statements(synth: Synth, role_prefix: str) -> dict[str, dict[str, Any]]
         if [ref_id(r) for r in p["Properties"]["Roles"]] == [role_id]
     ]
     assert len(policies) == 1
-    return {s["Sid"]: s for s in policies[0]["Properties"]["PolicyDocument"]["Statement"]}
+    # X-Ray's statements (xray=true) come without a Sid: they are under None.
+    return {s.get("Sid"): s for s in policies[0]["Properties"]["PolicyDocument"]["Statement"]}
 
 
 class TestQueues:
@@ -159,7 +169,7 @@ class TestQueues:
         assert payments["VisibilityTimeout"] == 6 * 20  # FIFO has no batching window
         assert orders["RedrivePolicy"]["maxReceiveCount"] == 3  # per-consumer override
         assert payments["RedrivePolicy"]["maxReceiveCount"] == 5
-        assert orders["QueueName"] == "ExactlyOnceVariant-Orders"
+        assert orders["QueueName"] == "ExactlyOnceVariant-prod-Orders"  # the prod stack's name
 
 
 class TestEventSourceMappings:
@@ -240,7 +250,11 @@ class TestTables:
         assert props["BillingMode"] == "PAY_PER_REQUEST"
         assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
         assert props["SSESpecification"] == {"SSEEnabled": True}
-        assert "TimeToLiveSpecification" not in props  # the ledger is the permanent record
+        # exactly_once.ledger writes the attribute (LEDGER_RETENTION_DAYS, 365 by default)
+        assert props["TimeToLiveSpecification"] == {
+            "AttributeName": ledger.TTL_ATTRIBUTE,
+            "Enabled": True,
+        }
 
     def test_prod_keeps_tables(self, variant_synth: Synth) -> None:
         for prefix in ("TablesIdempotency", "TablesLedger"):
@@ -276,7 +290,7 @@ class TestTables:
 class TestLayerAndFunctions:
     def test_layer(self, default_synth: Synth) -> None:
         props = default_synth.props("AWS::Lambda::LayerVersion", "SharedLayer")
-        assert props["CompatibleRuntimes"] == ["python3.14"]
+        assert props["CompatibleRuntimes"] == ["python3.13"]
         assert props["CompatibleArchitectures"] == ["arm64"]
 
     def test_every_function(self, default_synth: Synth) -> None:
@@ -285,7 +299,7 @@ class TestLayerAndFunctions:
         assert len(functions) == len(CONSUMERS) + len(APIS) + len(SUBSCRIBERS) + 1  # + monitor
         for logical_id, function in functions.items():
             props = function["Properties"]
-            assert props["Runtime"] == "python3.14", logical_id
+            assert props["Runtime"] == "python3.13", logical_id
             assert props["Architectures"] == ["arm64"]
             assert props["Layers"] == [{"Ref": layer_id}]
             assert props["Handler"] == "handler.handle"
@@ -350,7 +364,10 @@ class TestLeastPrivilege:
                     continue
                 wild = [a for a in actions(statement) if "*" in a]
                 if owner in key_ids and wild == ["kms:*"]:
-                    assert statement["Principal"]["AWS"]["Fn::Join"][1][-1] == ":root"
+                    root = statement["Principal"]["AWS"]  # literal once prod names its account
+                    assert (root if isinstance(root, str) else root["Fn::Join"][1][-1]).endswith(
+                        ":root"
+                    )
                     continue
                 assert not wild, (owner, statement)
 
@@ -376,15 +393,8 @@ class TestLeastPrivilege:
         by_sid = role_statements(default_synth, f"{cid}FunctionRole")
         expected = {
             "WriteOwnLogs": (["logs:CreateLogStream", "logs:PutLogEvents"], "logs"),
-            "IdempotencyRecords": (
-                [
-                    "dynamodb:DeleteItem",
-                    "dynamodb:GetItem",
-                    "dynamodb:PutItem",
-                    "dynamodb:UpdateItem",
-                ],
-                "idem",
-            ),
+            # No DeleteItem: nothing deletes a record (test_record_actions.py derives the set).
+            "IdempotencyRecords": (sorted(RECORD_ACTIONS), "idem"),
             "LedgerAppend": (["dynamodb:PutItem"], "ledger"),
             "ConsumeSourceQueue": (
                 [
@@ -483,20 +493,44 @@ class TestAlarms:
         on("Errors", {"Ref": function_id}, 1)
         on("Throttles", {"Ref": function_id}, 1)
 
-    def test_table_throttle_alarms(self, default_synth: Synth) -> None:
-        expressions = self.alarms_by_metric(default_synth)["FILL(reads, 0) + FILL(writes, 0)"]
-        watched = set()
-        for alarm in expressions:
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_table_and_pending_index_throttle_alarms(
+        self, fixture: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Each table's own throttles, and the pending index's (dimension
+        GlobalSecondaryIndexName) on the idempotency table, sustained over 2 of 3 periods."""
+        synth: Synth = request.getfixturevalue(fixture)
+        watched: set[tuple[str, str | None]] = set()
+        for alarm in self.alarms_by_metric(synth)["FILL(reads, 0) + FILL(writes, 0)"]:
             metrics = {m["Id"]: m for m in alarm["Metrics"]}
             assert {
                 metrics["reads"]["MetricStat"]["Metric"]["MetricName"],
                 metrics["writes"]["MetricStat"]["Metric"]["MetricName"],
             } == {"ReadThrottleEvents", "WriteThrottleEvents"}
-            (dimension,) = metrics["reads"]["MetricStat"]["Metric"]["Dimensions"]
-            watched.add(ref_id(dimension["Value"]))
+            dimensions = {
+                d["Name"]: d["Value"]
+                for d in metrics["reads"]["MetricStat"]["Metric"]["Dimensions"]
+            }
+            watched.add(
+                (ref_id(dimensions["TableName"]), dimensions.get("GlobalSecondaryIndexName"))
+            )
             assert alarm["Threshold"] == 1
-        tables = set(default_synth.resources("AWS::DynamoDB::Table"))
-        assert watched == tables
+            assert evaluation(alarm) == SUSTAINED
+        idem_id, _ = synth.resource("AWS::DynamoDB::Table", "TablesIdempotency")
+        tables = {(table_id, None) for table_id in synth.resources("AWS::DynamoDB::Table")}
+        assert watched == tables | {(idem_id, schema.PENDING_INDEX)}
+
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_transaction_conflicts_alarm(
+        self, fixture: str, request: pytest.FixtureRequest
+    ) -> None:
+        synth: Synth = request.getfixturevalue(fixture)
+        (alarm,) = self.alarms_by_metric(synth)["TransactionConflict"]
+        idem_id, _ = synth.resource("AWS::DynamoDB::Table", "TablesIdempotency")
+        assert alarm["Namespace"] == "AWS/DynamoDB"
+        assert alarm["Dimensions"] == [{"Name": "TableName", "Value": {"Ref": idem_id}}]
+        assert (alarm["Statistic"], alarm["Threshold"]) == ("Sum", 1)
+        assert evaluation(alarm) == SUSTAINED
 
     @pytest.mark.parametrize("metric", ["StuckLocks", "OverdueWork"])
     def test_monitor_alarms_match_what_the_monitor_emits(
@@ -506,6 +540,7 @@ class TestAlarms:
         assert alarm["Namespace"] == "ExactlyOnce"
         assert alarm["Dimensions"] == [{"Name": "service", "Value": "lock_monitor"}]
         assert alarm["Threshold"] == 1
+        assert evaluation(alarm) == HEARTBEAT
         env = default_synth.props("AWS::Lambda::Function", "LockMonitorFunction")["Environment"]
         assert env["Variables"]["POWERTOOLS_SERVICE_NAME"] == "lock_monitor"
         assert env["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "ExactlyOnce"
@@ -588,4 +623,147 @@ class TestMonitorDashboardOutputs:
 
     def test_stack_name_from_context(self, default_synth: Synth, variant_synth: Synth) -> None:
         assert default_synth.stack.stack_name == "ExactlyOnceSqs"
-        assert variant_synth.stack.stack_name == "ExactlyOnceVariant"
+        assert variant_synth.stack.stack_name == "ExactlyOnceVariant-prod"
+
+
+def evaluation(alarm: dict[str, Any]) -> Evaluation:
+    return Evaluation(alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"])
+
+
+def alarm_kind(logical_id: str) -> Evaluation:
+    """What each alarm should evaluate, by its construct id: a single event is real for dead
+    letters, lost deliveries and lost locks; the monitor's are a heartbeat; the rest sustained."""
+    if any(
+        kind in logical_id
+        for kind in (
+            "DeadLetterQueueNotEmptyAlarm",
+            "DeadLetterQueueAgeAlarm",
+            "DestinationDeliveryFailuresAlarm",
+            "DeliveryFailuresAlarm",
+            "UnfinishedWorkAlarm",
+        )
+    ):
+        return ONE_EVENT
+    if logical_id.startswith("LockMonitor"):
+        return HEARTBEAT
+    return SUSTAINED
+
+
+class TestAlarmEvaluation:
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_every_alarm_evaluates_as_its_kind(
+        self, fixture: str, request: pytest.FixtureRequest
+    ) -> None:
+        synth: Synth = request.getfixturevalue(fixture)
+        kinds: dict[Evaluation, int] = {}
+        for logical_id, alarm in synth.resources("AWS::CloudWatch::Alarm").items():
+            wanted = alarm_kind(logical_id)
+            assert evaluation(alarm["Properties"]) == wanted, logical_id
+            kinds[wanted] = kinds.get(wanted, 0) + 1
+        assert set(kinds) == {ONE_EVENT, SUSTAINED, HEARTBEAT}  # every kind is in use
+
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_stuck_locks_is_a_heartbeat(self, fixture: str, request: pytest.FixtureRequest) -> None:
+        """No StuckLocks datapoint means the monitor did not run: that breaches. Two periods,
+        each at least the monitor's interval, so one late run does not page."""
+        synth: Synth = request.getfixturevalue(fixture)
+        _, alarm = synth.resource("AWS::CloudWatch::Alarm", "LockMonitorStuckLocksAlarm")
+        props = alarm["Properties"]
+        assert props["TreatMissingData"] == "breaching"
+        rule = synth.props("AWS::Events::Rule", "LockMonitorSchedule")
+        interval_s = int(rule["ScheduleExpression"].removeprefix("rate(").split()[0]) * 60
+        assert props["Period"] >= interval_s
+        assert props["Period"] * props["EvaluationPeriods"] >= 2 * interval_s
+        assert evaluation(props) == Evaluation(2, 2)
+        for other in ("LockMonitorOverdueWorkAlarm", "LockMonitorErrorsAlarm"):
+            _, alarm = synth.resource("AWS::CloudWatch::Alarm", other)
+            assert alarm["Properties"]["TreatMissingData"] == "notBreaching"
+
+
+def dashboard_widgets(synth: Synth) -> dict[str, dict[str, Any]]:
+    """The dashboard's widgets by title: the body's Fn::Join with every Ref as "REF:<id>"."""
+    (dashboard,) = synth.resources("AWS::CloudWatch::Dashboard").values()
+    _, parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"]
+    text = "".join(part if isinstance(part, str) else f"REF:{ref_id(part)}" for part in parts)
+    widgets = json.loads(text)["widgets"]
+    return {
+        w["properties"]["title"]: w["properties"] for w in widgets if "title" in w["properties"]
+    }
+
+
+def graphed(metric: list[Any]) -> tuple[str, str, dict[str, str]]:
+    """(namespace, name, dimensions) of one dashboard metric array."""
+    namespace, name, *rest = (m for m in metric if not isinstance(m, dict))
+    return namespace, name, dict(zip(rest[::2], rest[1::2], strict=True))
+
+
+class TestDashboardMetrics:
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_event_source_mapping_counts_per_consumer(
+        self, fixture: str, request: pytest.FixtureRequest
+    ) -> None:
+        synth: Synth = request.getfixturevalue(fixture)
+        widgets = dashboard_widgets(synth)
+        for cid in CONSUMER_IDS:
+            mapping_id, mapping = synth.resource("AWS::Lambda::EventSourceMapping", cid)
+            assert mapping["Properties"]["MetricsConfig"] == {"Metrics": ["EventCount"]}
+            metrics = widgets[f"{cid} event source mapping"]["metrics"]
+            assert [graphed(m) for m in metrics] == [
+                ("AWS/Lambda", name, {"EventSourceMappingUUID": f"REF:{mapping_id}"})
+                for name in EVENT_SOURCE_MAPPING_METRICS
+            ]
+        assert set(EVENT_SOURCE_MAPPING_METRICS) == {
+            "PolledEventCount",
+            "InvokedEventCount",
+            "FailedInvokeEventCount",
+            "DeletedEventCount",
+            "DroppedEventCount",
+        }
+
+    @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])
+    def test_outcome_counts_per_consumer_and_subscriber(
+        self, fixture: str, request: pytest.FixtureRequest
+    ) -> None:
+        """Namespace and dimensions as the library's EMF documents carry them: the entry
+        point's dimension and `service`, both the scope (POWERTOOLS_SERVICE_NAME)."""
+        synth: Synth = request.getfixturevalue(fixture)
+        widgets = dashboard_widgets(synth)
+        entries = [(c.id, "consumer", c.scope) for c in CONSUMERS]
+        entries += [(sub.id, "subscriber", sub.scope) for sub in SUBSCRIBERS]
+        for name, dimension, scope in entries:
+            metrics = widgets[f"{name} outcomes"]["metrics"]
+            assert [graphed(m) for m in metrics] == [
+                ("ExactlyOnce", metric, {dimension: scope, "service": scope})
+                for metric in OUTCOME_METRICS
+            ]
+            function = synth.props("AWS::Lambda::Function", f"{name}Function")
+            assert function["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == scope
+
+    def test_outcome_names_are_what_the_library_emits(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """One batch with every outcome, a takeover and a dead letter: the EMF document the
+        library writes names exactly the graphed metrics."""
+        monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+        monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "orders")  # as the stack sets it
+        results = [RecordResult(f"m{i}", outcome, False) for i, outcome in enumerate(Outcome)]
+        results.append(RecordResult("t", Outcome.PROCESSED, False, takeover=True))
+        results.append(RecordResult("d", Outcome.PERMANENT, False, dead_lettered=True))
+        observability.emit_batch_metrics("orders", results)
+        (line,) = [line for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+        (directive,) = json.loads(line)["_aws"]["CloudWatchMetrics"]
+        assert {m["Name"] for m in directive["Metrics"]} == set(OUTCOME_METRICS)
+        assert directive["Dimensions"] == [["consumer", "service"]]
+
+    def test_pending_index_and_conflicts_are_graphed(self, default_synth: Synth) -> None:
+        idem_id, _ = default_synth.resource("AWS::DynamoDB::Table", "TablesIdempotency")
+        widget = dashboard_widgets(default_synth)[
+            "Idempotency pending index throttles and transaction conflicts"
+        ]
+        table = {"TableName": f"REF:{idem_id}"}
+        index = {**table, "GlobalSecondaryIndexName": schema.PENDING_INDEX}
+        assert [graphed(m) for m in widget["metrics"]] == [
+            ("AWS/DynamoDB", "ReadThrottleEvents", index),
+            ("AWS/DynamoDB", "WriteThrottleEvents", index),
+            ("AWS/DynamoDB", "TransactionConflict", table),
+        ]

@@ -328,7 +328,6 @@ class TestSubscriber:
             "WriteOwnLogs": (["logs:CreateLogStream", "logs:PutLogEvents"], "logs"),
             "IdempotencyRecords": (
                 [
-                    "dynamodb:DeleteItem",
                     "dynamodb:GetItem",
                     "dynamodb:PutItem",
                     "dynamodb:UpdateItem",
@@ -729,7 +728,8 @@ class TestConstructs:
             template["Outputs"]
         )
         assert len(subscriber.alarms) == 6
-        assert len(subscriber.dashboard_widgets()) == 4
+        # DLQ, function, asynchronous invocations, started minus finished, outcomes
+        assert len(subscriber.dashboard_widgets()) == 5
 
     def test_nag_passes_both_and_refuses_a_weakened_dead_letter_queue(self, tmp_path: Path) -> None:
         """The defaults are nag clean; whoever opens the subscriber's DLQ to plain HTTP through

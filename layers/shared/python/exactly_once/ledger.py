@@ -6,6 +6,12 @@ is derived from the business key (`pk` = key, `sk` = "{scope}#{name}"), so a sec
 key is impossible for as long as the entry exists, even after the idempotency record expired.
 `append_entry` is a plain PutItem with a unique sort key, kept to show what happens without
 the fence.
+
+Every entry carries `expires_at` (epoch seconds), the ledger table's TTL attribute:
+LEDGER_RETENTION_DAYS after the write (365 by default; 0 writes none, kept forever). The
+once-guarantee of `record_effect` lasts exactly as long as the entry: after DynamoDB's TTL
+deletes it, a redelivery whose idempotency record has expired too would write the effect again.
+Keep the retention well above the idempotency record's TTL and any replay window.
 """
 
 from __future__ import annotations
@@ -22,18 +28,42 @@ from exactly_once.effects import put_once
 if TYPE_CHECKING:
     from exactly_once.context import LockedContext
 
+TTL_ATTRIBUTE = "expires_at"
+RETENTION_VARIABLE = "LEDGER_RETENTION_DAYS"
+DEFAULT_RETENTION_DAYS = 365
+DAY_S = 86_400
+
+
+def retention_days() -> int:
+    """LEDGER_RETENTION_DAYS, a whole number of days >= 0 (0: no expiry)."""
+    text = os.environ.get(RETENTION_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_RETENTION_DAYS
+    try:
+        days = int(text)
+    except ValueError:
+        raise ValueError(f"{RETENTION_VARIABLE}: expected whole days, got {text!r}") from None
+    if days < 0:
+        raise ValueError(f"{RETENTION_VARIABLE}: expected 0 or more days, got {days}")
+    return days
+
 
 def _entry(
     key: str, sort_key: str, fence: int, message_id: str, detail: dict[str, Any]
 ) -> dict[str, Any]:
-    return {
+    now = time.time()
+    entry = {
         "pk": {"S": key},
         "sk": {"S": sort_key},
         "fence": {"N": str(fence)},
         "message_id": {"S": message_id},
         "detail": {"S": json.dumps(detail, default=str, sort_keys=True)},
-        "written_at_ms": {"N": str(int(time.time() * 1000))},
+        "written_at_ms": {"N": str(int(now * 1000))},
     }
+    days = retention_days()
+    if days:
+        entry[TTL_ATTRIBUTE] = {"N": str(int(now) + days * DAY_S)}
+    return entry
 
 
 def record_effect(
