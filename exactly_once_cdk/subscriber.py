@@ -40,6 +40,7 @@ from exactly_once_cdk.consumer import (
     DEAD_LETTER_AGE_ALARM,
     DLQ_RETENTION,
     LEASE_MARGIN,
+    MAX_MESSAGE_BYTES,
     METRICS_NAMESPACE,
     TIMEOUT,
 )
@@ -146,6 +147,9 @@ class IdempotentSubscriber(Construct):
                 "encryption": sqs.QueueEncryption.SQS_MANAGED,
                 "enforce_ssl": True,
                 "retention_period": DLQ_RETENTION,
+                # Lambda's on-failure record wraps the whole SNS event (its message, attributes
+                # and the error): at SQS's 1 MiB it is never refused for its size.
+                "max_message_size_bytes": MAX_MESSAGE_BYTES,
                 # Nothing redrives into this queue from another queue.
                 "redrive_allow_policy": sqs.RedriveAllowPolicy(
                     redrive_permission=sqs.RedrivePermission.DENY_ALL

@@ -21,10 +21,12 @@ from exactly_once_cdk.tables import RECORD_ACTIONS
 from exactly_once_cdk.widgets import EVENT_SOURCE_MAPPING_METRICS, OUTCOME_METRICS
 from infra.checkov_scan import ACKNOWLEDGMENTS, load_acknowledgments
 from infra.consumers import CONSUMERS, ROOT
+from infra.settings import Settings
 from infra.stack import stack_tags
 from infra.topics import TOPICS
 from tests.infra.conftest import VARIANT_CONTEXT, Synth
 from tests.infra.test_nag_and_lint import nag_violations
+from tests.infra.test_runtimes import layer_asset
 from tests.infra.test_template import (
     actions,
     alarm_kind,
@@ -91,6 +93,23 @@ def retained_data(synth: Synth) -> None:
         ), logical_id
     for table in synth.resources("AWS::DynamoDB::Table").values():
         assert table["Properties"]["DeletionProtectionEnabled"] is True
+
+
+def compiled_layer(synth: Synth) -> None:
+    layer = synth.stack.layer
+    target = layer.target
+    assert layer.bytecode
+    machine = "aarch64" if target.architecture == "arm64" else "x86_64"
+    args = target.pip_args()
+    assert f"manylinux2014_{machine}" in args
+    assert f"manylinux_2_28_{machine}" in args
+    asset = layer_asset(synth)
+    sources = list(asset.rglob("*.py"))
+    assert sources
+    compiled = {p.name for p in asset.rglob(f"*.{target.cache_tag}.pyc")}
+    assert compiled == {f"{p.stem}.{target.cache_tag}.pyc" for p in sources}
+    with pytest.raises(ValueError, match="layerBytecode"):
+        Settings.from_context({**VARIANT_CONTEXT, "layerBytecode": "false"}.get)
 
 
 def least_privilege(synth: Synth) -> None:
@@ -199,6 +218,7 @@ CHECKS: dict[str, Callable[[Synth], Any]] = {
     "termination-protection": termination_protection,
     "tags": tags,
     "retained-data": retained_data,
+    "compiled-layer": compiled_layer,
     "least-privilege": least_privilege,
     "alarm-evaluation": alarm_evaluation,
     "monitor-heartbeat": monitor_heartbeat,

@@ -29,7 +29,7 @@ def py312_x86_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(PY312_X86, tmp_path_factory.mktemp("cdk-py312-x86"))
 
 
-def _layer_asset(synth: Synth) -> Path:
+def layer_asset(synth: Synth) -> Path:
     """The folder CDK staged (and will zip) for the shared layer, in the synth's cdk.out."""
     props = synth.props("AWS::Lambda::LayerVersion", "SharedLayer")
     asset_hash = props["Content"]["S3Key"].removesuffix(".zip")
@@ -68,7 +68,7 @@ def test_the_staged_asset_ships_the_targets_bytecode(
 ) -> None:
     """What CDK zips, not only the build folder: an asset exclude of `__pycache__` (as the
     functions' code has) would silently drop the bytecode."""
-    asset = _layer_asset(request.getfixturevalue(synth_name))
+    asset = layer_asset(request.getfixturevalue(synth_name))
     sources = list(asset.rglob("*.py"))
     compiled = list(asset.rglob("*.pyc"))
     assert len(sources) > 100

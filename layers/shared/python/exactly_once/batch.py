@@ -84,6 +84,8 @@ def run_chains(
 def run_batch(
     messages: list[SqsMessage], process: ProcessOne, concurrency: int, key_of: ChainOf
 ) -> list[RecordResult]:
+    """FIFO by the queue's ARN (`is_fifo`): a fair queue's records carry a MessageGroupId
+    too, but their groups promise no order, so they chain by key like any standard queue's."""
     if any(message.is_fifo for message in messages):
         return run_chains(
             messages, _group_of, process, concurrency, "an earlier message of its group failed"

@@ -4,6 +4,8 @@ SQS's own redrive would only move it after maxReceiveCount wasted deliveries and
 no reason; sending it ourselves is immediate and leaves the reason on the message. What we add
 must never be why that send fails (the record would then be retried, failing the same way):
 every value we build is made valid for SQS, and the reason is cut to fit the message size.
+A body near SQS's 1 MiB limit that leaves no room even for the attributes tools need is not
+sent at all (DeadLetterTooLarge): the record is reported failed, and SQS's redrive moves it.
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 MAX_ATTRIBUTES = 10  # SQS's limit per message
-MAX_MESSAGE_BYTES = 262_144
-"""The classic SQS limit (queues may now allow up to 1 MiB), counted as SQS does: the body plus
-each attribute's name, data type and value, in UTF-8 bytes."""
+MAX_MESSAGE_BYTES = 1_048_576
+"""SQS's limit (1 MiB since 2025, as the Lambda SQS event source's), counted as SQS does: the
+body plus each attribute's name, data type and value, in UTF-8 bytes. Not a setting: the CDK
+gives every source queue and DLQ this size, since a DLQ must accept whatever its source queue
+accepts. A DLQ set smaller rejects an over-size send, and the record is then reported failed
+(never dropped), so SQS's own redrive moves it after maxReceiveCount."""
 MAX_FIELD_CHARS = 1024  # our values other than the reason: types, names, ids
 TRUNCATED = "… (truncated)"
 
@@ -57,6 +62,12 @@ attribute, `eo-`-prefixed or not, is the producer's and is kept."""
 _FIFO_ID = re.compile(r"[\x21-\x7e]{1,128}")  # what SQS accepts as a group or deduplication id
 
 
+class DeadLetterTooLarge(ValueError):
+    """The body, the producer's attributes and our machine-read attributes alone are over the
+    limit: the send is not tried (SQS would refuse it), and the caller reports the record
+    failed so that SQS's own redrive moves it, body and attributes intact."""
+
+
 def failure_attributes(
     message: SqsMessage,
     error: ErrorInfo,
@@ -70,29 +81,56 @@ def failure_attributes(
 
     When they don't fit, ours collapse into one JSON attribute (`eo-failure`) and the originals
     that still don't fit travel inside it, so nothing is lost: `SqsMessage.from_record`
-    restores them after a replay, including those an earlier dead-lettering packed. Only the
-    reason is cut to make the message fit; the body and the originals never are (if they alone
-    are too large, SQS decides, and a queue allowing more accepts them).
+    restores them after a replay, including those an earlier dead-lettering packed. The body
+    and the originals are never cut. What gives way, first to last: the reason (cut, then
+    left out), then `eo-attempt` and `eo-consumer` (for people). What tools read stays: the
+    replay nonce (the only way to re-run the failure), `eo-original-message-id` (replay's loop
+    guard) and `eo-error-type` (replay's filter). Raises DeadLetterTooLarge when even those
+    don't fit; a body that SQS accepted leaves room for them unless it was within a few hundred
+    bytes of the limit.
     """
     originals = _originals(message)
-    ours = {
+    machine = {
         ERROR_TYPE: _field(error.type),
-        ERROR_MESSAGE: "",  # filled last, with the room that is left
-        CONSUMER: _field(consumer),
         ORIGINAL_MESSAGE_ID: _field(message.message_id),
-        ATTEMPT: str(attempt),
     }
     if replay_nonce is not None:
-        ours[REPLAY_NONCE_ATTRIBUTE] = _field(replay_nonce)
+        machine[REPLAY_NONCE_ATTRIBUTE] = _field(replay_nonce)
+    human = {CONSUMER: _field(consumer), ATTEMPT: str(attempt)}
     reason = sanitise(error.message or "") or "(no message)"
     room = max_message_bytes - _utf8_size(_body(message))
+    tries: list[tuple[dict[str, str], str | None]] = [
+        ({**machine, **human}, reason),
+        ({**machine, **human}, None),
+        ({**machine, CONSUMER: human[CONSUMER]}, None),
+        (machine, None),
+    ]
+    for ours, text in tries:
+        attributes = _assemble(originals, ours, text, room)
+        if attributes is not None:
+            return attributes
+    raise DeadLetterTooLarge(
+        f"the body ({max_message_bytes - room} bytes) and the message's own attributes leave "
+        f"no room for {sorted(machine)} within {max_message_bytes} bytes"
+    )
 
+
+def _assemble(
+    originals: dict[str, dict[str, str]], ours: dict[str, str], reason: str | None, room: int
+) -> dict[str, dict[str, Any]] | None:
+    """`originals` and `ours` (with `reason`, cut to what is left of `room`), or None when
+    they don't fit in `room` bytes even with the reason cut to its marker."""
+    if reason is not None:
+        ours = {**ours, ERROR_MESSAGE: ""}  # filled last, with the room that is left
     if len(originals) + len(ours) <= MAX_ATTRIBUTES:
         attributes = {name: _to_send(value) for name, value in originals.items()}
         attributes.update({name: _string(value) for name, value in ours.items()})
         room -= sum(_size(name, value) for name, value in attributes.items())
-        attributes[ERROR_MESSAGE] = _string(_fit(reason, room, _utf8_size))
-        return attributes
+        if reason is not None:
+            fitted = _fit(reason, room, _utf8_size)
+            attributes[ERROR_MESSAGE] = _string(fitted)
+            room -= _utf8_size(fitted)
+        return attributes if room >= 0 else None
 
     # The largest originals stay as they are: packed, JSON escaping would only inflate them.
     by_size = sorted(originals, key=lambda n: _size(n, _to_send(originals[n])), reverse=True)
@@ -103,14 +141,16 @@ def failure_attributes(
     if overflow:
         packed[OVERFLOW_KEY] = overflow
 
-    def encoded(message: str) -> str:
-        packed[ERROR_MESSAGE] = message
+    def encoded() -> str:
         return json.dumps(packed, ensure_ascii=True)  # ASCII: always a valid SQS string
 
     room -= sum(_size(name, value) for name, value in kept.items())
-    room -= _size(PACKED_ATTRIBUTE, _string(encoded("")))
-    packed_value = encoded(_fit(reason, room, _json_size))
-    return {**kept, PACKED_ATTRIBUTE: _string(packed_value)}
+    room -= _size(PACKED_ATTRIBUTE, _string(encoded()))
+    if reason is not None:
+        fitted = _fit(reason, room, _json_size)
+        packed[ERROR_MESSAGE] = fitted
+        room -= _json_size(fitted)
+    return {**kept, PACKED_ATTRIBUTE: _string(encoded())} if room >= 0 else None
 
 
 def send_to_dead_letter_queue(
@@ -124,7 +164,12 @@ def send_to_dead_letter_queue(
     *,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> str:
-    """Send the original body with its reason; returns the DLQ's message id. Raises on failure."""
+    """Send the original body with its reason; returns the DLQ's message id.
+
+    Raises on failure, DeadLetterTooLarge without trying when the message cannot fit: the
+    caller then reports the record failed, so it is never dropped. A FIFO DLQ is told by its
+    URL; a fair (standard) queue's MessageGroupId does not make its DLQ FIFO.
+    """
     params: dict[str, Any] = {
         "QueueUrl": queue_url,
         "MessageBody": _body(message),

@@ -53,7 +53,8 @@ class SqsMessage:
     receipt_handle: str | None
     event_source_arn: str | None
     group_id: str | None
-    """MessageGroupId (FIFO), as text: "" is a group too."""
+    """MessageGroupId, as text: "" is a group too. A FIFO queue's ordering group, or on a
+    standard queue a fair-queue tenant, which orders nothing: see `is_fifo`."""
     deduplication_id: str | None
     """MessageDeduplicationId (FIFO); None when absent or empty."""
     receive_count: int | None
@@ -117,6 +118,8 @@ class SqsMessage:
 
     @property
     def is_fifo(self) -> bool:
+        """The queue decides (a FIFO queue's name ends in .fifo), never a group id: standard
+        queues accept a MessageGroupId for fairness between tenants (SQS fair queues)."""
         return (self.event_source_arn or "").endswith(".fifo")
 
 
