@@ -32,15 +32,17 @@ THROTTLED = json.dumps(
 
 
 class Declines:
-    """A handler that fails permanently on its first run and succeeds on any later one."""
+    """A handler that fails permanently (with `reason`) on its first run and succeeds on any
+    later one."""
 
-    def __init__(self) -> None:
+    def __init__(self, reason: str = "card declined") -> None:
+        self.reason = reason
         self.runs = 0
 
     def __call__(self, body: Any, ctx: RecordContext) -> str:
         self.runs += 1
         if self.runs == 1:
-            raise PermanentError("card declined")
+            raise PermanentError(self.reason)
         return "ok"
 
 

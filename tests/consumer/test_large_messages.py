@@ -16,7 +16,6 @@ import pytest
 
 from exactly_once import (
     Outcome,
-    PermanentError,
     RecordContext,
     SqsConsumer,
     codec,
@@ -29,6 +28,7 @@ from exactly_once.stored_result import MAX_RESULT_CAP_BYTES
 from local_aws.poller import to_lambda_record
 from tests.consumer.conftest import MakeConsumer, Queues, drain, event, lambda_context, sqs_record
 from tests.consumer.test_dead_letter import sqs_violations
+from tests.consumer.test_dead_letter_faults import Declines
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -65,17 +65,9 @@ def machine_size(message_id: str, error_type: str, nonce: bool = True) -> int:
     return size + (attribute_size("eo-replay-nonce", "n" * NONCE_CHARS) if nonce else 0)
 
 
-class Declines:
-    """Fails permanently with a long reason on its first run; succeeds on any later one."""
-
-    def __init__(self) -> None:
-        self.runs = 0
-
-    def __call__(self, body: Any, ctx: RecordContext) -> str:
-        self.runs += 1
-        if self.runs == 1:
-            raise PermanentError("card declined: " + "é" * 1000)
-        return "ok"
+def declines() -> Declines:
+    """Fails permanently with a long reason (multi-byte) on its first run; then succeeds."""
+    return Declines("card declined: " + "é" * 1000)
 
 
 def run(consumer: SqsConsumer, record: dict[str, Any]) -> tuple[dict[str, Any], Outcome]:
@@ -112,7 +104,7 @@ def test_a_poison_record_near_1_mib_reaches_the_dlq_with_its_reason_cut(
 ) -> None:
     body = big_body("big-1", ONE_MIB - 1_000)
     record = sqs_record(body, arn=queues.source_arn)
-    response, outcome = run(make_consumer(Declines()), record)
+    response, outcome = run(make_consumer(declines()), record)
     assert (response, outcome) == ({"batchItemFailures": []}, Outcome.PERMANENT)
 
     sent = values(received_dead_letter(sqs, queues, body))
@@ -136,7 +128,7 @@ def test_with_room_only_for_what_tools_read_the_human_attributes_give_way(
     room = machine_size(record["messageId"], "PermanentError") + 5  # under eo-consumer's ~30
     body = big_body("big-2", ONE_MIB - room)
     record["body"] = body
-    handler = Declines()
+    handler = declines()
     consumer = make_consumer(handler)
     assert run(consumer, record)[1] is Outcome.PERMANENT
 
@@ -165,7 +157,7 @@ def test_when_even_the_machine_attributes_cannot_fit_the_record_is_reported_fail
     else:  # no key, so no FAILED record and no nonce
         room = machine_size(record["messageId"], "NonJsonBody", nonce=False) - 1
         record["body"] = big_body("", ONE_MIB - room, json_body=False)
-    handler = Declines()
+    handler = declines()
     consumer = make_consumer(handler)
 
     for _ in range(2):  # each delivery until maxReceiveCount: failed, never dropped
@@ -185,7 +177,7 @@ def test_a_non_json_body_of_1_mib_goes_to_the_dlq_whole(
     make_consumer: MakeConsumer, sqs: SQSClient, queues: Queues
 ) -> None:
     body = big_body("", ONE_MIB - 400, json_body=False)
-    handler = Declines()
+    handler = declines()
     record = sqs_record(body, arn=queues.source_arn)
     assert run(make_consumer(handler), record) == ({"batchItemFailures": []}, Outcome.PERMANENT)
     sent = values(received_dead_letter(sqs, queues, body))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from exactly_once import observability
+from exactly_once import lifecycle, observability
 from exactly_once.context import RequestContext
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, CommitUnknown
@@ -118,10 +118,15 @@ class IdempotentApi:
         self._dynamodb_client = dynamodb_client
         self._store: tuple[ApiConfig, Store] | None = None
         self._lock = threading.Lock()
+        self._generation = lifecycle.generation()
         self.last_result: ApiResult | None = None  # for local tools and tests
 
     def configured(self) -> tuple[ApiConfig, Store]:
         config = ApiConfig.resolve(self.overrides)
+        if self._generation != lifecycle.generation():  # a clone: the lock may be held forever
+            self._generation = lifecycle.generation()
+            self._lock = threading.Lock()
+            self._store = None
         with self._lock:
             if self._store is None or self._store[0] != config:
                 store = open_store(config, self._dynamodb_client)

@@ -69,7 +69,7 @@ def cloned() -> None:
     global _generation, _instance
     _generation += 1
     _instance = secrets.token_hex(6)
-    import random
+    import random  # already loaded by `secrets`: no cost
 
     random.seed()  # from os.urandom: copies of one snapshot must not draw the same numbers
     for callback in list(_on_clone):

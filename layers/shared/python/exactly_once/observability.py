@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from exactly_once import lifecycle
 from exactly_once.outcomes import Outcome, RecordResult
 
 if TYPE_CHECKING:
@@ -105,3 +106,12 @@ def _emit(dimensions: dict[str, str], counts: dict[str, int], *, service: bool) 
     line = json.dumps(metrics.serialize_metric_set(), separators=(",", ":")) + "\n"
     with _write_lock:
         sys.stdout.write(line)
+
+
+def _new_write_lock() -> None:
+    """In a fork child a batch thread may have held the lock at the fork: start unheld."""
+    global _write_lock
+    _write_lock = threading.Lock()
+
+
+lifecycle.on_clone(_new_write_lock)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from exactly_once import clients, observability
+from exactly_once import clients, lifecycle, observability
 from exactly_once.codec import fingerprint
 from exactly_once.config import ConsumerConfig
 from exactly_once.context import RecordContext
@@ -50,11 +50,13 @@ class RecordProcessor:
         self.config = config
         self.store = store
         self._sqs = sqs
+        self._sqs_generation: int | None = None  # set when fetched here, not given
 
     @property
     def sqs(self) -> SQSClient:
-        if self._sqs is None:
+        if self._sqs is None or self._sqs_generation not in (None, lifecycle.generation()):
             self._sqs = clients.sqs()
+            self._sqs_generation = lifecycle.generation()
         return self._sqs
 
     def process(self, message: SqsMessage, context: Any, margin_ms: float = 0.0) -> RecordResult:

@@ -12,6 +12,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from exactly_once import lifecycle
 from exactly_once.config import ConsumerConfig
 from exactly_once.context import RecordContext
 from exactly_once.keys import KeySpec
@@ -47,6 +48,7 @@ class RecordEntry(ABC):
         self._sqs_client = sqs_client
         self._processor: RecordProcessor | None = None
         self._lock = threading.Lock()
+        self._generation = lifecycle.generation()
         self.last_results: list[RecordResult] = []  # for local tools and tests
 
     @abstractmethod
@@ -55,6 +57,10 @@ class RecordEntry(ABC):
 
     def processor(self) -> RecordProcessor:
         config = ConsumerConfig.resolve(self.overrides, self.scope_variable)
+        if self._generation != lifecycle.generation():  # a clone: the lock may be held forever
+            self._generation = lifecycle.generation()
+            self._lock = threading.Lock()
+            self._processor = None
         with self._lock:
             if self._processor is None or self._processor.config != config:
                 store = open_store(config, self._dynamodb_client)

@@ -397,7 +397,9 @@ class IdempotencyStore:
             )
         except self.client.exceptions.ConditionalCheckFailedException as refused:
             return self._refused(_returned_item(refused), req, renewals)
-        return Acquisition(AcquireStatus.ACQUIRED, lock=req.lock(fence, 1))
+        return Acquisition(
+            AcquireStatus.ACQUIRED, lock=req.lock(fence, 1), resumed=_resumed(item, req)
+        )
 
     def _block(self, record: StoredRecord, req: _Request) -> Acquisition:
         """Mark an expired lease FAILED for a person instead of taking it over.

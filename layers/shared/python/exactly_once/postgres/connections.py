@@ -33,8 +33,9 @@ TRANSACTIONS = "transactions"  # the holders' open transactions (`ctx.transactio
 
 _lock = threading.Lock()
 _pools: dict[tuple[str, str], ConnectionPool[Connection[Any]]] = {}
-# A forked child's inherited pools: kept referenced and never closed, because closing (or the
-# garbage collector finishing) a connection sends Terminate on a socket the parent still uses.
+# A forked child's inherited pools: kept referenced and never closed, because an explicit close
+# sends Terminate on a socket the parent still uses (psycopg's own finaliser checks the pid and
+# leaves a connection made by another process alone, but a pool's close does not).
 _inherited: list[ConnectionPool[Connection[Any]]] = []
 
 

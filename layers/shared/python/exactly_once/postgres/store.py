@@ -94,7 +94,7 @@ WITH acquired AS (
         replay_nonce = NULL
     WHERE (r.expires_at_s < %(now_s)s AND NOT (r.status = 'IN_PROGRESS'
             AND (r.lease_expires_at_ms >= %(now_ms)s OR %(block)s)
-            AND r.resume_id IS DISTINCT FROM %(rid)s))
+            AND NOT COALESCE(r.resume_id = %(rid)s, false)))
         OR (r.expires_at_s >= %(now_s)s
             AND (%(fp)s::text IS NULL OR r.fingerprint IS NULL OR r.fingerprint = %(fp)s)
             AND ((NOT %(block)s AND r.status = 'IN_PROGRESS' AND r.lease_expires_at_ms < %(now_ms)s)
@@ -238,13 +238,20 @@ class PostgresStore:
     def _follow_clones(self) -> None:
         """In a clone (fork, SnapStart restore) fetch the process's pools again: the old ones'
         connections belong to the parent. Pools given to the store are kept."""
-        if self._generation != lifecycle.generation():
-            self._generation = lifecycle.generation()
-            self._pool = self._given_pool
-            self._transaction_pool = self._given_transaction_pool
+        if self._generation == lifecycle.generation():
+            return
+        with _CLONE_LOCK:  # a batch's first records may all get here at once in a restored copy
+            if self._generation == lifecycle.generation():
+                return
+            # A given pool that the layer closed before a snapshot (connections.pool's own).
+            self._pool = None if _closed(self._given_pool) else self._given_pool
+            self._transaction_pool = (
+                None if _closed(self._given_transaction_pool) else self._given_transaction_pool
+            )
             # The parent's holders' transactions are not ours to end: forget them.
             self._open = {}
             self._open_lock = threading.Lock()
+            self._generation = lifecycle.generation()  # last: the unlocked check reads it
 
     def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
         return record_ttl(now_s, self.record_ttl_s, lease_until_ms)
@@ -683,3 +690,18 @@ def _bound(conn: Any, statement: str, params: dict[str, Any]) -> bytes:
     template = re.sub(r"%\((\w+)\)s", r"{\1}", template)
     values = {name: sql.Literal(value) for name, value in params.items()}
     return sql.SQL(template).format(**values).as_string(conn).encode()
+
+
+def _closed(pool: ConnectionPool[Connection[Any]] | None) -> bool:
+    return pool is not None and pool.closed
+
+
+_CLONE_LOCK = threading.Lock()
+
+
+def _new_clone_lock() -> None:
+    global _CLONE_LOCK
+    _CLONE_LOCK = threading.Lock()
+
+
+lifecycle.on_clone(_new_clone_lock)
