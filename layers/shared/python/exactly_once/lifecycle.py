@@ -23,14 +23,15 @@ module exists only inside Lambda, so it is imported here when present and skippe
 from __future__ import annotations
 
 import os
-import secrets
 import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 _generation = 0
-_instance = secrets.token_hex(6)
+# os.urandom, not `secrets`: the same OS source without importing hmac, base64 and random at
+# the layer's import (a consumer's cold start imports boto3 lazily).
+_instance = os.urandom(6).hex()
 _on_clone: list[Callable[[], None]] = []
 _on_snapshot: list[Callable[[], None]] = []
 _installed_fork = False
@@ -68,8 +69,8 @@ def cloned() -> None:
     forget shared state."""
     global _generation, _instance
     _generation += 1
-    _instance = secrets.token_hex(6)
-    import random  # already loaded by `secrets`: no cost
+    _instance = os.urandom(6).hex()
+    import random
 
     random.seed()  # from os.urandom: copies of one snapshot must not draw the same numbers
     for callback in list(_on_clone):
