@@ -41,7 +41,7 @@ class ChildServer(Lifecycle):
         self._proc = subprocess.Popen(cmd, **popen)
         try:
             wait_for_port(port, timeout_s)
-        except TimeoutError:
+        except BaseException:  # a timeout, or `up` told to stop (SIGTERM) while it waits
             self.stop()
             raise
 

@@ -80,9 +80,9 @@ class LocalStack(Lifecycle):
     _subscribers: list[SubscriberBinding] | None = field(default=None, repr=False)
 
     def start(self) -> LocalStack:
-        self.moto.start()
-        self.dynamodb.start()
-        try:
+        try:  # a stop (SIGTERM) may come while any of these runs: stop what did start
+            self.moto.start()
+            self.dynamodb.start()
             # The tables live in DynamoDB Local, not in moto: the stack says where, so a CLI
             # reading its outputs never answers from moto's empty copies.
             context = {LOCAL_DYNAMODB_CONTEXT: self.dynamodb.endpoint, **self.context}

@@ -50,7 +50,7 @@ def test_a_failed_deploy_is_one_line_with_the_reason(tmp_path: Path) -> None:
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: the local stack did not start (exit 1): cdk deploy failed")
-    assert "Stack name must match" in line
+    assert "stack name 'bad_name!'" in line  # the app's settings refuse it before CloudFormation
     assert_nothing_left(StatePaths(tmp_path))
 
 
