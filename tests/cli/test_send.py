@@ -378,11 +378,21 @@ def test_progress_shows_rate_and_eta(cli: Invoke, orders: QueuePair) -> None:
 
 
 def test_ctrl_c_says_how_many_were_sent(
-    cli: Invoke, sqs: SQSClient, orders: QueuePair, sqs_hooks: Hooks, tmp_path: Path
+    cli: Invoke,
+    sqs: SQSClient,
+    orders: QueuePair,
+    sqs_hooks: Hooks,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     """Ctrl-C (SIGINT to the main thread) during the third batch: no new batch starts, the
     ones in flight finish, and the count said is the count on the queue.
+
+    Python's own Ctrl-C handler is installed for the test: a shell without job control starts
+    background commands with SIGINT ignored, and Python then keeps ignoring it.
     """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     calls = 0
 
     def interrupt_on_third_batch(**_: object) -> None:
