@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import time
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from local_aws.dynamodb_local import DynamoDBLocal
 
 DAY_S = 86_400
+
+
+NOW = 1_800_000_000  # the ledger's clock in these tests: its expiry is exact, not a window
 
 
 def stored(ddb: DynamoDBClient, table: str, key: str) -> dict[str, Any]:
@@ -55,11 +58,10 @@ def test_record_effect_writes_the_expiry(
         monkeypatch.delenv(RETENTION_VARIABLE, raising=False)
     else:
         monkeypatch.setenv(RETENTION_VARIABLE, setting)
-    before = int(time.time())
+    monkeypatch.setattr("exactly_once.ledger.time", SimpleNamespace(time=lambda: NOW))
     effect(store, scope, "k-ttl", ledger_table)
-    after = int(time.time())
     expires = int(stored(ddb, ledger_table, "k-ttl")[TTL_ATTRIBUTE]["N"])
-    assert before + days * DAY_S <= expires <= after + days * DAY_S
+    assert expires == NOW + days * DAY_S
     assert DEFAULT_RETENTION_DAYS == 365
 
 
@@ -74,8 +76,9 @@ def test_append_entry_writes_it_too_and_zero_keeps_entries_forever(
     ddb: DynamoDBClient, ledger_table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(RETENTION_VARIABLE, "7")
+    monkeypatch.setattr("exactly_once.ledger.time", SimpleNamespace(time=lambda: NOW))
     append_entry("k-append", 1, "m-1", {"n": 1}, table=ledger_table)
-    assert int(stored(ddb, ledger_table, "k-append")[TTL_ATTRIBUTE]["N"]) > time.time()
+    assert int(stored(ddb, ledger_table, "k-append")[TTL_ATTRIBUTE]["N"]) == NOW + 7 * DAY_S
     monkeypatch.setenv(RETENTION_VARIABLE, "0")
     append_entry("k-forever", 1, "m-2", {"n": 1}, table=ledger_table)
     assert TTL_ATTRIBUTE not in stored(ddb, ledger_table, "k-forever")

@@ -123,3 +123,19 @@ def test_an_expired_generation_of_its_own_is_renewed_for_the_execution(
     record = store.get(scope, "k")
     assert record is not None
     assert record.resume_id == ARN
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["lone \ud83d surrogate", "nul \x00 inside", "x" * 5000, "é🙂" * 300],
+    ids=["lone-surrogate", "nul", "5000-chars", "multibyte"],
+)
+def test_a_hostile_resume_id_still_resumes_only_its_own_lock(
+    store: Store, scope: str, hostile: str
+) -> None:
+    """The id is the caller's text (an ARN in Lambda): any valid string works, on both stores."""
+    first = take(store, scope, hostile)
+    assert first.acquired
+    again = take(store, scope, hostile)
+    assert again.resumed
+    assert take(store, scope, hostile + "-other").status is AcquireStatus.IN_PROGRESS

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from exactly_once import lifecycle, schema
 from exactly_once.codec import sha256_hex
 from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError
+from exactly_once.keys import storable_key
 from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
 from exactly_once.messages import sanitise
 from exactly_once.postgres import connections
@@ -314,7 +315,8 @@ class PostgresStore:
             replay_nonce=replay_nonce or None,
             now_ms=now_ms,
             lease_until_ms=now_ms + lease_ms,
-            resume_id=resume_id or None,
+            # Text as PostgreSQL can hold it, as keys are (a NUL or a lone surrogate: hashed).
+            resume_id=db_key(storable_key(resume_id)) if resume_id else None,
         )
         params = {
             "id": req.record_id,
