@@ -20,8 +20,8 @@ class MissingKey(PermanentError):
 
 
 def resolve_key(spec: KeySpec, message: SqsMessage, body: Any) -> str:
-    """The key as a string. Long keys, and keys that are not valid UTF-8, are hashed so they
-    always fit a partition key."""
+    """The key as a string, as the store keeps it (`storable_key`): long keys, keys that are
+    not valid UTF-8 and keys that start with `sha256:` are hashed."""
     if spec is None:
         value: Any = message.message_id
         where = "messageId"
@@ -47,10 +47,27 @@ def resolve_key(spec: KeySpec, message: SqsMessage, body: Any) -> str:
     return storable_key(str(value))
 
 
+HASHED_PREFIX = "sha256:"
+
+
 def storable_key(key: str) -> str:
-    """`key`, or its SHA-256 when it is too long for a partition key or not valid UTF-8."""
+    """`key`, or `sha256:` + its SHA-256 when it cannot be stored as it is: too long for a
+    partition key, not valid UTF-8, or starting with `sha256:` itself.
+
+    The last rule keeps the two kinds of key apart: were a plain `sha256:<digest of K>` kept as
+    it is, it would name K's record and be answered with K's result. Hashed, it can never equal
+    another key's stored form (short of a SHA-256 collision). Apply it once, where a key enters
+    (it is not idempotent: a stored `sha256:` key given again is hashed again). PostgreSQL
+    hashes a key with a NUL the same way (postgres/store.py `db_key`)."""
     try:
         fits = len(key.encode("utf-8")) <= MAX_KEY_BYTES
     except UnicodeEncodeError:  # a lone surrogate (valid JSON) cannot be stored as a string
         fits = False
-    return key if fits else "sha256:" + sha256_hex(key)
+    if fits and not key.startswith(HASHED_PREFIX):
+        return key
+    return hashed_key(key)
+
+
+def hashed_key(key: str) -> str:
+    """The stored form of a key that cannot be kept as it is."""
+    return HASHED_PREFIX + sha256_hex(key)

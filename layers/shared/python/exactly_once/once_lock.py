@@ -336,8 +336,8 @@ def begin(
       one is a MISMATCH, never run.
     - `block_takeover`: an expired lease is not taken over but made FAILED for a person (for
       work that must never repeat); default BLOCK_EXPIRED_LEASES.
-    - `key`: any text; one too long for a partition key, or that is not valid UTF-8, is
-      stored as its SHA-256 (`claim.key` says which).
+    - `key`: any text; one too long for a partition key, that is not valid UTF-8, or that
+      starts with `sha256:`, is stored as its SHA-256 (`claim.key` says which).
     - `store`, else `table_name` (DynamoDB) or `dsn` (PostgreSQL), else IDEMPOTENCY_TABLE or
       IDEMPOTENCY_DSN (with RECORD_TTL_SECONDS and FAILED_TTL_SECONDS) name the store.
     - `resume_id`: names a holder that outlives one invocation; its next invocation resumes

@@ -28,9 +28,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from exactly_once import lifecycle, schema
-from exactly_once.codec import sha256_hex
 from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError
-from exactly_once.keys import storable_key
+from exactly_once.keys import hashed_key, storable_key
 from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
 from exactly_once.messages import sanitise
 from exactly_once.postgres import connections
@@ -138,8 +137,10 @@ _MARK_FAILED = (
 
 def db_key(key: str) -> str:
     """A key as PostgreSQL text holds it. Text cannot hold NUL (DynamoDB strings can), so a key
-    with one is kept as its SHA-256, as over-long keys already are (keys.storable_key)."""
-    return key if "\x00" not in key else "sha256:" + sha256_hex(key)
+    with one is kept as its SHA-256, as over-long keys already are (keys.storable_key). The
+    entry points pass keys through storable_key first, so no plain key here starts with
+    `sha256:` and none can name a hashed key's row."""
+    return key if "\x00" not in key else hashed_key(key)
 
 
 def _db_id(scope: str, key: str) -> str:
