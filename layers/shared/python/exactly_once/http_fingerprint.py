@@ -1,5 +1,6 @@
-"""What makes two requests "the same" for a key: the method, the path, the query, the chosen
-headers and the body, canonical where it is JSON.
+"""What makes two requests "the same" for a key: the method, the path, the query (parameters
+with different names in any order, a repeated name's values in theirs), the chosen headers and
+the body, canonical where it is JSON.
 
 JSON bodies are compared parsed and key-sorted, so a client that re-serialises its payload on a
 retry (other key order, other spacing, 1.50 for 1.5) is not refused with 422. Numbers are read
@@ -24,11 +25,18 @@ def request_fingerprint(request: HttpRequest, headers: tuple[str, ...] = ()) -> 
     parts = {
         "method": request.method,
         "path": request.path,
-        "query": sorted(request.query),
+        "query": _query(request.query),
         "headers": {name: request.header(name) for name in headers},
         "body": _body_digest(request.body),
     }
     return sha256_hex(json.dumps(parts, sort_keys=True, ensure_ascii=True))
+
+
+def _query(pairs: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """The pairs ordered by name only: a stable sort keeps the order of a repeated name's values.
+    `?approver=alice&approver=bob` is a list a handler reads in order, so the reverse order is
+    another request (422 with the same key); parameters with different names still commute."""
+    return sorted(pairs, key=lambda pair: pair[0])
 
 
 def _body_digest(body: bytes) -> str:
