@@ -101,3 +101,19 @@ def test_a_malformed_content_length_gets_an_http_answer(make_api: MakeApi) -> No
     conn.endheaders()
     reply = conn.getresponse()  # RemoteDisconnected: the handler thread died on int("ten")
     assert reply.status == 400
+
+
+def test_a_key_sent_twice_in_two_cases_gets_400_over_the_wire(make_api: MakeApi) -> None:
+    seen: list[HttpRequest] = []
+    served = make_api(echo(seen))
+    conn = connect(served.gateway.endpoint)
+    conn.putrequest("POST", PATH)
+    conn.putheader("Authorization", authorization(served.gateway.endpoint, "POST"))
+    conn.putheader("Idempotency-Key", "k-a")
+    conn.putheader("idempotency-key", "k-b")
+    conn.putheader("Content-Length", "0")
+    conn.endheaders()
+    reply = conn.getresponse()
+    problem = json.loads(reply.read())
+    assert (reply.status, problem["type"]) == (400, "urn:exactly-once:problem:key-invalid")
+    assert seen == []

@@ -55,3 +55,68 @@ def test_the_same_key_sent_twice_does_not_run_the_request_again(
 def test_a_list_of_keys_is_not_a_key(joined: str) -> None:
     with pytest.raises(InvalidKey):
         parse_key(joined)
+
+
+# -- the same header twice, its names differing only in case --------------------------------
+
+
+def http_two_cases(first: str, second: str) -> dict[str, Any]:
+    event = http_api_event({"amount": "5"}, key=None)
+    event["headers"] |= {"Idempotency-Key": first, "idempotency-key": second}
+    return event
+
+
+def rest_two_cases(first: str, second: str) -> dict[str, Any]:
+    """As a REST API delivers it: each spelling in `headers` and in `multiValueHeaders`."""
+    event = rest_api_event({"amount": "5"}, key=first)
+    event["headers"]["idempotency-key"] = second
+    event["multiValueHeaders"] |= {"Idempotency-Key": [first], "idempotency-key": [second]}
+    return event
+
+
+def rest_two_cases_headers_only(first: str, second: str) -> dict[str, Any]:
+    event = rest_two_cases(first, second)
+    del event["multiValueHeaders"]
+    return event
+
+
+def rest_two_cases_multi_only(first: str, second: str) -> dict[str, Any]:
+    event = rest_two_cases(first, second)
+    event["headers"] = {k: v for k, v in event["headers"].items() if k.lower() != "idempotency-key"}
+    return event
+
+
+TWO_CASES = [http_two_cases, rest_two_cases, rest_two_cases_headers_only, rest_two_cases_multi_only]
+
+
+@pytest.mark.parametrize("two_cases", TWO_CASES)
+@pytest.mark.parametrize(("first", "second"), [("k-a", "k-b"), ("k-a", "k-a")])
+def test_two_key_headers_differing_only_in_case_get_400_and_nothing_runs(
+    two_cases: Any, first: str, second: str, ddb: DynamoDBClient, idempotency_table: str
+) -> None:
+    """Header names are case-insensitive (RFC 9110): the two are one field sent twice, not a
+    key that the last spelling overwrites (which one is "last" is the dict's order)."""
+    runs: list[int] = []
+
+    @idempotent_api(
+        table_name=idempotency_table, scope=f"rv-{uuid.uuid4().hex[:8]}", dynamodb_client=ddb
+    )
+    def handle(request: HttpRequest, ctx: RequestContext) -> dict[str, Any]:
+        runs.append(ctx.fence)
+        return {"statusCode": 201, "body": json.dumps({"charged": True})}
+
+    answer = handle(two_cases(first, second), None)
+    assert answer["statusCode"] == 400, f"ran with key {handle.last_result}"
+    assert answer["headers"]["content-type"] == "application/problem+json"
+    problem = json.loads(answer["body"])
+    assert (problem["status"], problem["type"]) == (400, "urn:exactly-once:problem:key-invalid")
+    assert runs == []
+
+
+def test_other_headers_sent_in_two_cases_keep_both_values() -> None:
+    event = rest_api_event({}, key="k")
+    event["headers"] |= {"X-Tag": "a", "x-tag": "b"}
+    event["multiValueHeaders"] |= {"X-Tag": ["a"], "x-tag": ["b"]}
+    assert HttpRequest.from_event(event).header("x-tag") == "a, b"
+    del event["multiValueHeaders"]
+    assert HttpRequest.from_event(event).header("X-TAG") == "a, b"

@@ -97,17 +97,22 @@ def _text(value: Any) -> str:
 
 
 def _headers(fields: dict[str, Any]) -> dict[str, str]:
-    """Lower-case names. Payload 1.0 keeps repeats in `multiValueHeaders`; join them as 2.0."""
-    found: dict[str, str] = {}
+    """Lower-case names, each with every value it came with, joined with ", " as payload 2.0
+    joins repeats. Names are case-insensitive (RFC 9110): `Idempotency-Key` and
+    `idempotency-key` in one event are one field sent twice, never one spelling overwriting
+    the other (a key sent twice is then refused, as any repeat is). Payload 1.0 keeps every
+    value in `multiValueHeaders` (`headers` has the last), which wins where it has the name."""
+    single: dict[str, list[str]] = {}
     for name, value in _dict(fields.get("headers")).items():
         if isinstance(name, str) and isinstance(value, str):
-            found[name.lower()] = value
+            single.setdefault(name.lower(), []).append(value)
+    multi: dict[str, list[str]] = {}
     for name, values in _dict(fields.get("multiValueHeaders")).items():
         if isinstance(name, str) and isinstance(values, list):
             texts = [v for v in values if isinstance(v, str)]
             if texts:
-                found[name.lower()] = ", ".join(texts)
-    return found
+                multi.setdefault(name.lower(), []).extend(texts)
+    return {name: ", ".join(values) for name, values in {**single, **multi}.items()}
 
 
 def _v1_query(fields: dict[str, Any]) -> tuple[tuple[str, str], ...]:
