@@ -24,7 +24,7 @@ def authorized_caller(request: HttpRequest) -> str | None:
     - IAM (HTTP API, function URL: `authorizer.iam`; REST API: `identity.userArn`): the ARN.
       For an assumed role the session name is whatever the assumer chose: callers sharing a
       role are told apart only if each uses its own session name (else pass `caller=`);
-    - JWT (HTTP API: `authorizer.jwt.claims`): issuer and subject;
+    - JWT (HTTP API: `authorizer.jwt.claims`): issuer and subject (escaped: see `_named`);
     - Cognito user pool (REST API: `authorizer.claims`): issuer and subject;
     - Lambda authorizer: its `principalId` (REST API), or a `principalId`/`sub` it put in its
       context (HTTP API: `authorizer.lambda`);
@@ -35,12 +35,12 @@ def authorized_caller(request: HttpRequest) -> str | None:
     cognito = _dict(iam.get("cognitoIdentity"))
     if identity_id := _text(cognito.get("identityId")) or _text(identity.get("cognitoIdentityId")):
         pool = _text(cognito.get("identityPoolId")) or _text(identity.get("cognitoIdentityPoolId"))
-        return f"cognito:{pool}|{identity_id}"
+        return _named("cognito", pool, identity_id)
     if arn := _text(iam.get("userArn")) or _text(identity.get("userArn")):
         return f"iam:{arn}"
     claims = _dict(_dict(authorizer.get("jwt")).get("claims")) or _dict(authorizer.get("claims"))
     if subject := _text(claims.get("sub")):
-        return f"jwt:{_text(claims.get('iss'))}|{subject}"
+        return _named("jwt", _text(claims.get("iss")), subject)
     function = _dict(authorizer.get("lambda"))
     if principal := (
         _text(authorizer.get("principalId"))
@@ -51,6 +51,14 @@ def authorized_caller(request: HttpRequest) -> str | None:
     if api_key := _text(identity.get("apiKeyId")):
         return f"api-key:{api_key}"
     return None
+
+
+def _named(kind: str, *parts: str) -> str:
+    """`kind:part|part`, each part with `%` and `|` percent-escaped, so the string names one
+    tuple only: without it iss "a|b" with sub "c" and iss "a" with sub "b|c" were one caller,
+    sharing keys and stored responses. Parts without `%` or `|` (the usual issuer URLs, UUID
+    subjects and identity ids) read as before."""
+    return kind + ":" + "|".join(p.replace("%", "%25").replace("|", "%7C") for p in parts)
 
 
 def _dict(value: Any) -> dict[str, Any]:
