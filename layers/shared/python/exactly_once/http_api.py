@@ -5,7 +5,8 @@ The semantics are the IETF httpapi draft's: 400 for a missing or malformed key, 
 first request with the key is still running, 422 for a key reused with another request. On top
 of the draft, from the store: completion is fenced (a request that outlived its lease cannot
 overwrite its successor's response), keys are scoped per authenticated caller, 2xx and 4xx
-are final and 5xx or a raised error are kept FAILED and retryable.
+are final and 5xx, the "come back later" 4xx (408, 425, 429) or a raised error are kept FAILED
+and retryable (http_response.is_final).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from exactly_once.http_request import HttpRequest
 from exactly_once.http_response import (
     HttpResponse,
     encoded_size,
+    is_final,
     problem,
     replay,
 )
@@ -46,12 +48,12 @@ ApiHandler = Callable[[HttpRequest, RequestContext], Any]
 
 
 class ApiOutcome(StrEnum):
-    PROCESSED = "processed"  # ran; its response is stored (2xx, 4xx)
+    PROCESSED = "processed"  # ran; its response is stored (2xx, 4xx but 408, 425, 429)
     REPLAYED = "replayed"  # the stored response, again; nothing ran
     CONFLICT = "conflict"  # 409: the first request with the key is still running
     MISMATCH = "mismatch"  # 422: the key was used for another request
     BAD_REQUEST = "bad_request"  # 400: no key, or not a usable one
-    FAILED = "failed"  # 5xx or an exception: kept FAILED, the next try runs again
+    FAILED = "failed"  # 5xx, 408, 425, 429 or an exception: kept FAILED, the next try runs
     LEASE_LOST = "lease_lost"  # 409: ran past its lease and a newer request owns the key
     BLOCKED = "blocked"  # 409: an earlier holder's lease expired; takeover is blocked
     UNAVAILABLE = "unavailable"  # 503: the store could not be reached (throttled, down)
@@ -192,6 +194,7 @@ class IdempotentApi:
                 fingerprint=request_fingerprint(request, config.fingerprint_headers),
                 block_takeover=config.block_takeover,
                 lambda_context=context,
+                heartbeat_ms=config.lease.heartbeat_ms,  # a dead holder frees the key soon
             )
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             observability.logger().error(
@@ -273,7 +276,7 @@ class IdempotentApi:
             return ApiResult(
                 ApiOutcome.FAILED, _generic_error(), ctx.key, lock.fence, takeover=takeover
             )
-        if response.status >= 500:  # Stripe's rule: a server error is not the final answer
+        if not is_final(response.status):  # 5xx, 408, 425, 429: the retry runs again
             error = ErrorInfo("HttpStatus", f"the handler answered {response.status}", True)
             _record_failure(lock, error, extra)
             return ApiResult(ApiOutcome.FAILED, response, ctx.key, lock.fence, takeover=takeover)

@@ -18,6 +18,17 @@ PROBLEM_TYPE = "urn:exactly-once:problem:"  # + a name the README's status table
 PROBLEM_JSON = "application/problem+json"
 
 
+# "Not now", not "no": Request Timeout, Too Early, Too Many Requests (and 503 among the 5xx).
+RETRY_LATER_STATUSES = frozenset({408, 425, 429})
+
+
+def is_final(status: int) -> bool:
+    """Whether a handler's answer is the key's final one, stored and replayed. Stripe's rule
+    (2xx and 4xx final, 5xx not), except the 4xx that ask the client to come back later: stored,
+    they would answer every retry with the refusal and the request could never run."""
+    return status < 500 and status not in RETRY_LATER_STATUSES
+
+
 class MalformedResponse(ValueError):
     """The handler returned something API Gateway could not send (it would answer 502)."""
 
