@@ -22,7 +22,7 @@ from exactly_once.context import (
     RequestContext,
 )
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import CommitFailed, ConfigurationError, PermanentError
+from exactly_once.errors import CommitFailed, ConfigurationError, LockInherited, PermanentError
 from exactly_once.lease import LeasePolicy
 from exactly_once.messages import SqsMessage
 from exactly_once.once_lock import (
@@ -89,6 +89,7 @@ __all__ = [
     "LeaseLost",
     "LeasePolicy",
     "Lock",
+    "LockInherited",
     "LockedContext",
     "NotAcquired",
     "NotificationContext",

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from exactly_once.errors import ConfigurationError
 from exactly_once.lease import LeasePolicy
+from exactly_once.sns_messages import ENVELOPE_MODES
 
 
 def env_int(name: str, default: int) -> int:
@@ -24,11 +25,43 @@ def env_int(name: str, default: int) -> int:
         raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from exc
 
 
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+
+
 def env_bool(name: str, default: bool) -> bool:
+    """A yes/no setting: one of TRUE_WORDS or FALSE_WORDS in any case, or unset (or empty) for
+    `default`. Anything else is refused: `IDEMPOTENCY_KEY_REQUIRED=ture` read as false would
+    quietly turn a guard off."""
     raw = os.environ.get(name)
-    if raw is None or raw == "":
+    if raw is None or raw.strip() == "":
         return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ConfigurationError(
+        f"{name} must be one of {', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off), "
+        f"got {raw!r}"
+    )
+
+
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of `choices` (any case), or unset (or empty) for `default`; anything else is
+    refused rather than read as the default."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return checked_choice(name, raw, choices)
+
+
+def checked_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    """`value` as one of `choices` (compared stripped, lower case), else ConfigurationError."""
+    word = value.strip().lower()
+    if word not in choices:
+        raise ConfigurationError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return word
 
 
 class StoreSettings(Protocol):
@@ -91,19 +124,17 @@ class ConsumerConfig:
             "dead_letter_queue_url": os.environ.get("DEAD_LETTER_QUEUE_URL") or None,
             "concurrency": env_int("BATCH_CONCURRENCY", 10),
             "deadline_margin_ms": env_int("DEADLINE_MARGIN_MS", 0) or None,
-            "sns_envelope": os.environ.get("SNS_ENVELOPE") or "off",
+            "sns_envelope": env_choice("SNS_ENVELOPE", ENVELOPE_MODES, "off"),
         }
         if "fingerprint_fields" in given:
             given["fingerprint_fields"] = tuple(given["fingerprint_fields"])
         merged = {**defaults, **given}
-        merged["sns_envelope"] = str(merged["sns_envelope"]).strip().lower()
+        merged["sns_envelope"] = checked_choice(
+            "SNS_ENVELOPE", str(merged["sns_envelope"]), ENVELOPE_MODES
+        )
         config = cls(**merged)
         if config.concurrency < 1:
             raise ConfigurationError("concurrency must be at least 1")
-        if config.sns_envelope not in ("auto", "on", "off"):
-            raise ConfigurationError(
-                f"SNS_ENVELOPE must be auto, on or off, got {config.sns_envelope!r}"
-            )
         return config
 
 

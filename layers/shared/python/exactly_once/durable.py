@@ -18,6 +18,26 @@ from typing import Any
 
 _SDK = "aws_durable_execution_sdk_python"
 
+TRANSACTION_REFUSED = (
+    "a durable execution's lock lends no transaction: a step that wrote in it is checkpointed, "
+    "the next suspension (context.wait) rolls the transaction back, and the replay does not run "
+    "the step again, so the key would be completed without its writes. Put the step's writes in "
+    "a once(...) of their own inside the step, keyed for the step (f'{key}#<step name>') and "
+    "without the DurableContext: its lock's transaction commits with that inner completion, "
+    "before the step's result is checkpointed, and a retried step finds the inner key COMPLETED"
+)
+"""Why no transaction that commits with a durable key's completion can hold a step's writes:
+besides the suspension, a crash between the SDK's checkpoint of the step and our COMMIT loses
+them too, and committing them at the suspension would make again, at the replay, the writes
+made outside steps (a replay runs those again)."""
+
+SUSPENDED_WITH_WRITES = (
+    "{key!r} at fence {fence} was suspended with uncommitted writes in its transaction: they "
+    "roll back with the invocation, and a replay may not make them again (it skips checkpointed "
+    "steps), so the key is made FAILED for a person instead of completing without them. Give a "
+    "block that spans a durable wait no transaction; write in a once(...) inside a step"
+)
+
 
 def execution_arn(context: Any) -> str | None:
     """The durable execution's ARN when `context` is a DurableContext; else None."""

@@ -54,6 +54,7 @@ def put_once(
     store, lock = ctx._store, ctx._lock
     if store is None or lock is None:
         raise LeaseLost("this context holds no lock")
+    lock.own()  # a fork child's copy of its parent's lock applies nothing (LockInherited)
     if not isinstance(store, IdempotencyStore):
         raise ConfigurationError(
             "put_once is the DynamoDB store's fenced effect; on PostgreSQL write the effect in "

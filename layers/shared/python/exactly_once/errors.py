@@ -28,3 +28,14 @@ class CommitUnknown(Exception):
     afterwards: it committed or not, and the record says which (COMPLETED, or IN_PROGRESS until
     its lease ends and the key is taken over). Neither retried nor failed, for that reason.
     """
+
+
+class LockInherited(RuntimeError):
+    """A lock taken by the process this one was cloned from (a fork, a SnapStart restore).
+
+    The copy holds the parent's token, and every write made with it would pass the store's
+    fence as the parent's own: a child could complete the parent's key with its result, and the
+    parent would then read that COMPLETED as its own lost reply. So a clone never acts as the
+    holder: every write and effect made with an inherited lock is refused with this error, and
+    the parent's lock is left as it is. Take a lock of the clone's own instead.
+    """

@@ -98,6 +98,7 @@ class OnceLock(LockedContext):
         lambda_context: Any = None,
         *,
         reserve_ms: float = 0.0,
+        durable_execution: str | None = None,
     ) -> None:
         self.key = key
         self.fence = lock.fence  # strictly increases per key: pass it downstream as a fence
@@ -107,12 +108,15 @@ class OnceLock(LockedContext):
         # Retries of a write stop while more than this is left of the invocation: a batch
         # keeps time to answer SQS (see completion.write_durably).
         self.reserve_ms = reserve_ms
+        # The durable execution whose replays resume this lock (its ARN): no transaction then.
+        self.durable_execution = durable_execution
         self._store: Store | None = store
         self._lock: Lock | None = lock
         self._outcome: Status | None = None  # COMPLETED or FAILED, once written
         # `succeed` was tried: the work is done, so the lock must never be failed after it,
         # even when the completion write never got through (a retry would run it again).
         self._succeeding = False
+        self._lent: Any = None  # the transaction `transaction` lent, until an outcome ends it
 
     def __repr__(self) -> str:
         return (
@@ -147,7 +151,7 @@ class OnceLock(LockedContext):
     def extend(self, seconds: float) -> float:
         """Hold the key `seconds` from now, for work running longer than its lease; returns
         the new lease end. `expected_by` stays: work that needs more time is late."""
-        lock = self._held()
+        lock = self._held().own()  # a clone's copy is refused before any retry
         store = self._writer()
         written = self._write(lambda: store.extend(lock, _ms(seconds, "seconds")), "extend")
         if written.lock is not None:
@@ -163,6 +167,7 @@ class OnceLock(LockedContext):
         lock = self._unfinished()
         store = self._writer()
         self._succeeding = True
+        self._lent = None  # the completion commits it, or rolls it back
         try:
             self._write(lambda: store.complete(lock, result), "succeed")
         except CommitFailed:
@@ -190,6 +195,7 @@ class OnceLock(LockedContext):
                 "again. The record stays IN_PROGRESS until its lease ends; call succeed again."
             )
         info = error_info(error, retryable)
+        self._lent = None  # the failure rolls it back
         written = self._write(lambda: store.fail(lock, info), "fail")
         self._outcome = Status.FAILED
         observability.count_lock_event(FINISHED, self.scope)
@@ -198,12 +204,31 @@ class OnceLock(LockedContext):
     @property
     def transaction(self) -> Any:
         """The open transaction that commits with `succeed` (PostgreSQL store only); refused
-        once the outcome is written, as nothing would commit it any more."""
-        return self._writer().transaction(self._unfinished())
+        once the outcome is written, as nothing would commit it any more, and refused to a
+        durable execution's lock (see durable.TRANSACTION_REFUSED: a suspension rolls it back,
+        and the replay does not run the checkpointed step that wrote in it again)."""
+        lock = self._unfinished()
+        if self.durable_execution is not None:
+            raise ConfigurationError(durable.TRANSACTION_REFUSED)
+        self._lent = self._writer().transaction(lock)
+        return self._lent
+
+    def holds_uncommitted_writes(self) -> bool:
+        """The transaction lent to the block has written something that no outcome committed
+        or rolled back yet (PostgreSQL gives a transaction its id at its first write). One
+        that cannot be asked (broken, aborted) counts as having written."""
+        if self._lent is None:
+            return False
+        try:
+            row = self._lent.execute("SELECT txid_current_if_assigned() IS NOT NULL").fetchone()
+        except Exception:
+            return True
+        return bool(row and row[0])
 
     def abandon(self) -> None:
         """Roll back the open transaction, if any; the entry points call it when the work ends,
         so one that ended without an outcome (a lease lost) never leaves a connection open."""
+        self._lent = None
         if self._store is not None and self._lock is not None:
             self._store.discard(self._lock)
 
@@ -220,7 +245,7 @@ class OnceLock(LockedContext):
     def _unfinished(self) -> Lock:
         if self._outcome is not None:
             raise RuntimeError(f"{self.key!r}: the outcome is already recorded ({self._outcome})")
-        return self._held()
+        return self._held().own()  # a clone's copy is refused before any retry
 
     def _write(self, write: Callable[[], WriteResult], what: str) -> WriteResult:
         """A fenced write, tried again on errors while the invocation has time (a script:
@@ -406,6 +431,7 @@ def begin(
         expected_duration_ms=expected_ms,
         lambda_context=lambda_context,
         resume_id=resume_id,
+        durable_execution=arn,
     )
 
 
@@ -423,6 +449,7 @@ def claim(
     lambda_context: Any = None,
     reserve_ms: float = 0.0,
     resume_id: str | None = None,
+    durable_execution: str | None = None,
 ) -> Claim:
     """The one state machine's entry, with every setting resolved: `begin` for a caller that
     already knows its store and lease (the queue, topic and HTTP entry points).
@@ -431,6 +458,8 @@ def claim(
     `fail` are the only ways an outcome is written; anything else is the key's existing state.
     `replay_nonce`: a dead-lettered message's, which may run a permanently FAILED key again.
     `reserve_ms`: the lock's writes stop retrying with this much of the invocation left.
+    `durable_execution`: the ARN of the durable execution holding the lock (its lock lends no
+    transaction, see OnceLock.transaction).
     Raises what DynamoDB raises when it stays unreachable through botocore's retries.
     """
     acquisition = store.acquire(
@@ -454,7 +483,15 @@ def claim(
         takeover=acquisition.takeover,
         retry=acquisition.retry,
         resumed=acquisition.resumed,
-        _lock=OnceLock(store, acquisition.lock, key, owner, lambda_context, reserve_ms=reserve_ms),
+        _lock=OnceLock(
+            store,
+            acquisition.lock,
+            key,
+            owner,
+            lambda_context,
+            reserve_ms=reserve_ms,
+            durable_execution=durable_execution,
+        ),
     )
 
 
@@ -499,7 +536,11 @@ class OnceBlock:
             return False
         if isinstance(exc, LeaseLost):
             return False  # a newer holder owns the key: nothing of ours may be written
+        if lock.store_lock.inherited:
+            return False  # a clone's copy of its parent's lock: the parent's key, not ours
         if durable.is_suspension(exc):
+            if lock.holds_uncommitted_writes():
+                _fail_suspended(claim, lock)
             return False  # parked, not failed: the execution's replay resumes this lock
         try:
             lock.fail(exc, retryable=not isinstance(exc, PermanentError))
@@ -509,6 +550,22 @@ class OnceBlock:
                 extra={"key": claim.key, "fence": lock.fence, "error": repr(failed)},
             )
         return False
+
+
+def _fail_suspended(claim: Claim, lock: OnceLock) -> None:
+    """A suspension reached a block whose transaction holds writes. They roll back with the
+    invocation, and a replay may never make them again: it skips a checkpointed step that wrote
+    them, or finds a lock that was not its own. Rather than let the key end COMPLETED (or be
+    taken over) without them, it is made FAILED for a person, loudly."""
+    message = durable.SUSPENDED_WITH_WRITES.format(key=claim.key, fence=lock.fence)
+    observability.logger().error(message, extra={"key": claim.key, "fence": lock.fence})
+    try:
+        lock.fail(ErrorInfo("SuspendedWithUncommittedWrites", message, retryable=False))
+    except Exception as failed:  # the suspension is what the SDK must see
+        observability.logger().warning(
+            "could not record the failure; the key is retried once the lease ends",
+            extra={"key": claim.key, "fence": lock.fence, "error": repr(failed)},
+        )
 
 
 def once(

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from exactly_once import codec, schema
+from exactly_once import codec, lifecycle, schema
+from exactly_once.errors import LockInherited
 from exactly_once.messages import sanitise
 from exactly_once.schema import Status
 
@@ -151,7 +152,11 @@ def _n(item: Item, name: str) -> int | None:
 
 @dataclass(frozen=True)
 class Lock:
-    """Proof of holding a record: every later write is conditioned on this token."""
+    """Proof of holding a record: every later write is conditioned on this token.
+
+    It belongs to the process that took it: a fork child or a restored snapshot inherits the
+    object and its token, but not the holding (`own`, which every write checks).
+    """
 
     record_id: str
     token: str
@@ -159,6 +164,25 @@ class Lock:
     attempt: int
     lease_expires_at_ms: int
     scope: str = ""  # the key space (the record id need not end with the key as given)
+    # lifecycle's generation when it was taken; `replace` keeps it, so an extended lock too.
+    generation: int = field(default_factory=lifecycle.generation)
+
+    @property
+    def inherited(self) -> bool:
+        """Taken before this process was cloned: the parent's (or the snapshot's), not ours."""
+        return self.generation != lifecycle.generation()
+
+    def own(self) -> Lock:
+        """This lock, or LockInherited when the process was cloned since it was taken. The one
+        check every write and effect made with a lock goes through (stores, effects)."""
+        if self.inherited:
+            raise LockInherited(
+                f"{self.record_id} at fence {self.fence} was locked by the process this one "
+                "was cloned from (fork or snapshot restore): a clone never acts as the holder, "
+                "so this write is refused and the key is left to its holder; take a lock of "
+                "this process's own"
+            )
+        return self
 
 
 class AcquireStatus(StrEnum):

@@ -526,6 +526,7 @@ class IdempotencyStore:
         A refusal whose returned item carries our own token in the state this write leaves is
         our own earlier attempt: the reply was lost and botocore retried, so it counts as done.
         """
+        lock.own()  # a fork child's copy of the parent's lock never writes (LockInherited)
         values = {**values, ":tok": _s(lock.token), ":ip": _s(Status.IN_PROGRESS)}
         try:
             self.client.update_item(

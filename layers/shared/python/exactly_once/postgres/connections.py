@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from exactly_once import lifecycle
-from exactly_once.config import env_bool, env_int
+from exactly_once.config import env_bool, env_choice, env_int
 from exactly_once.errors import ConfigurationError
 from exactly_once.postgres.session import session_settings
 
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 # Pool connections are closed after this long: IAM tokens are valid for 15 minutes.
 MAX_LIFETIME_S = 600.0
+# IDEMPOTENCY_PG_SESSION_SETTINGS: "startup" sends the session settings with each connection;
+# "server" leaves them to the server or RDS Proxy. A misspelling is refused, not read as startup.
+SESSION_SETTINGS_MODES = ("startup", "server")
 
 STATEMENTS = "statements"  # the store's own short statements, in autocommit
 TRANSACTIONS = "transactions"  # the holders' open transactions (`ctx.transaction`)
@@ -161,7 +164,7 @@ def _connect_kwargs(conninfo: str) -> dict[str, Any]:
         "prepare_threshold": None,
     }
     # "server": the server or RDS Proxy sets them (init_query), so sending them would only pin.
-    if os.environ.get("IDEMPOTENCY_PG_SESSION_SETTINGS", "startup") != "server":
+    if env_choice("IDEMPOTENCY_PG_SESSION_SETTINGS", SESSION_SETTINGS_MODES, "startup") != "server":
         kwargs["options"] = " ".join(f"-c {k}={v}" for k, v in session_settings().items())
     password = _password(conninfo)
     if password is not None:

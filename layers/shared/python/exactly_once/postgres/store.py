@@ -440,6 +440,7 @@ class PostgresStore:
         it: a takeover stays possible while the business writes run, and the completion,
         fenced on the token, then fails and rolls them back.
         """
+        lock.own()  # a fork child's copy of the parent's lock is refused (LockInherited)
         with self._open_lock:
             conn = self._open.get(lock.token)
         if conn is not None:
@@ -459,6 +460,8 @@ class PostgresStore:
         return conn
 
     def discard(self, lock: Lock) -> None:
+        if lock.inherited:
+            return  # the parent's transaction, on the parent's socket: never ours to end
         conn = self._take(lock)
         if conn is not None:
             self._finish_quietly(conn)
@@ -533,6 +536,7 @@ class PostgresStore:
     def complete(self, lock: Lock, result: Any = None) -> WriteResult:
         """Mark COMPLETED with the result (stored_result.StoredResult); in the holder's open
         transaction when it has one, so its business writes commit with it."""
+        lock.own()  # before taking the transaction: an inherited one is the parent's
         now = self._clock()
         kept = StoredResult.of(result, self.result_cap_bytes)
         params = {
@@ -553,6 +557,7 @@ class PostgresStore:
     def fail(self, lock: Lock, error: ErrorInfo) -> WriteResult:
         """Keep the record FAILED with the error; an open transaction is rolled back first.
         A permanent failure gets a fresh nonce that only a real DLQ replay presents."""
+        lock.own()  # before the rollback: an inherited transaction is the parent's
         self.discard(lock)
         params = {**self._failure_params(error, self._now_ms()), "id": lock.record_id}
         params["tok"] = lock.token
@@ -596,6 +601,7 @@ class PostgresStore:
     def _fenced_write(
         self, lock: Lock, sets: str, params: dict[str, Any], leaves: Status
     ) -> WriteResult:
+        lock.own()  # extend's check (complete and fail made theirs before their rollback)
         sql = _FENCED_WRITE.format(sets=sets, fenced=_FENCED)
         rows = self._run(lambda conn: self._rows(conn, sql, params))
         if rows and rows[0]["won"]:
