@@ -3,28 +3,29 @@ PostgreSQL has no TTL. Reads already treat an expired row as absent; this only r
 
 Batches keep each transaction short and `SKIP LOCKED` keeps it off rows a holder is writing.
 A row is deleted only when its lease has ended too: the TTL always outlives the lease, so this
-is belt and braces. Deleting cannot reset a fence: the next acquire's fence starts above the
-caller's clock in milliseconds (see store.py).
+is belt and braces. Both are judged by the server's clock, as the store judges them (clock.py).
+Deleting cannot reset a fence: the next acquire's fence starts above the clock in milliseconds
+(see store.py).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 from exactly_once.errors import ConfigurationError
 from exactly_once.lease import remaining_ms
 from exactly_once.postgres import connections
+from exactly_once.postgres.clock import NOW_MS, NOW_S
 
 BATCH = 1_000
-_DELETE = """
+_DELETE = f"""
 DELETE FROM exactly_once.records WHERE id IN (
     SELECT id FROM exactly_once.records
-    WHERE expires_at_s < %(now_s)s AND lease_expires_at_ms < %(now_ms)s
+    WHERE expires_at_s < {NOW_S} AND lease_expires_at_ms < {NOW_MS}
     ORDER BY expires_at_s LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-"""
+"""  # noqa: S608 (composed from the clock's constants; values are bound)
 
 
 def delete_expired(
@@ -36,9 +37,10 @@ def delete_expired(
     keep_going: Callable[[], bool] = lambda: True,
 ) -> int:
     """Delete expired rows in batches until none is left, `max_batches` ran or `keep_going`
-    says stop (the Lambda's time); the count. The next run goes on where this one stopped."""
-    now = time.time() if now_s is None else now_s
-    params = {"now_s": int(now), "now_ms": int(now * 1000), "batch": batch}
+    says stop (the Lambda's time); the count. The next run goes on where this one stopped.
+
+    Expiry is judged by the server's clock, or by `now_s` (epoch seconds) when given."""
+    params = {"at_ms": None if now_s is None else int(now_s * 1000), "batch": batch}
     deleted = 0
     batches = 0
     with connections.connect(conninfo) as conn:

@@ -9,8 +9,11 @@ plus a transaction that commits the holder's business writes with its COMPLETED 
 - Every later write is an UPDATE fenced on the lock token and IN_PROGRESS; a refusal whose row
   carries our token in the state the write leaves is our own earlier attempt whose reply was
   lost (the same rule as DynamoDB's ALL_OLD check), so retrying any write is safe.
-- Time is the caller's clock, as on DynamoDB, so leases mean the same on both and tests can
-  move time; leases carry a margin for skew.
+- Time is the server's clock (clock.py): every lease and TTL comparison and every timestamp
+  a statement writes is its `statement_timestamp()`, so application servers whose clocks
+  disagree cannot take over each other's live leases. The lease ends the store returns are
+  the ones it wrote, in the server's time. A store given `clock=` (tests that move time)
+  decides by that clock instead, as the DynamoDB store always does.
 """
 
 # S608: every statement is composed from this module's constants; values are always bound
@@ -30,9 +33,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from exactly_once import lifecycle, schema
 from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError
 from exactly_once.keys import hashed_key, storable_key
-from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
+from exactly_once.lifetimes import DAY_S, check_limits, overdue
 from exactly_once.messages import sanitise
 from exactly_once.postgres import connections
+from exactly_once.postgres.clock import LEASE, NOW_MS, NOW_S, TTL_WITH_LEASE
 from exactly_once.postgres.rows import COLUMNS, record_from_row
 from exactly_once.records import (
     AcquireStatus,
@@ -66,8 +70,9 @@ WITH acquired AS (
         id, scope, status, lock_token, fence, attempts, owner, lease_expires_at_ms,
         created_at_ms, updated_at_ms, expires_at_s, pending_at_ms, fingerprint, expected_by_ms,
         resume_id)
-    VALUES (%(id)s, %(scope)s, 'IN_PROGRESS', %(tok)s, %(now_ms)s + 1, 1, %(owner)s, %(lease)s,
-        %(now_ms)s, %(now_ms)s, %(ttl)s, %(lease)s, %(fp)s, %(xby)s, %(rid)s)
+    VALUES (%(id)s, %(scope)s, 'IN_PROGRESS', %(tok)s, {NOW_MS} + 1, 1, %(owner)s, {LEASE},
+        {NOW_MS}, {NOW_MS}, {TTL_WITH_LEASE}, {LEASE}, %(fp)s,
+        {NOW_MS} + %(xdur)s::bigint, %(rid)s)
     ON CONFLICT (id) DO UPDATE SET
         status = 'IN_PROGRESS',
         lock_token = excluded.lock_token,
@@ -76,28 +81,28 @@ WITH acquired AS (
         updated_at_ms = excluded.updated_at_ms,
         expires_at_s = excluded.expires_at_s,
         pending_at_ms = excluded.pending_at_ms,
-        acquired_over = CASE WHEN r.expires_at_s < %(now_s)s THEN NULL ELSE r.status END,
+        acquired_over = CASE WHEN r.expires_at_s < {NOW_S} THEN NULL ELSE r.status END,
         resumed = COALESCE(r.status = 'IN_PROGRESS' AND r.resume_id = %(rid)s, false),
         resume_id = excluded.resume_id,
-        fence = CASE WHEN r.expires_at_s < %(now_s)s
-            THEN GREATEST(r.fence, %(now_ms)s) + 1 ELSE r.fence + 1 END,
-        attempts = CASE WHEN r.expires_at_s < %(now_s)s THEN 1 ELSE r.attempts + 1 END,
-        created_at_ms = CASE WHEN r.expires_at_s < %(now_s)s
+        fence = CASE WHEN r.expires_at_s < {NOW_S}
+            THEN GREATEST(r.fence, {NOW_MS}) + 1 ELSE r.fence + 1 END,
+        attempts = CASE WHEN r.expires_at_s < {NOW_S} THEN 1 ELSE r.attempts + 1 END,
+        created_at_ms = CASE WHEN r.expires_at_s < {NOW_S}
             THEN excluded.created_at_ms ELSE r.created_at_ms END,
-        fingerprint = CASE WHEN r.expires_at_s < %(now_s)s
+        fingerprint = CASE WHEN r.expires_at_s < {NOW_S}
             THEN excluded.fingerprint ELSE COALESCE(excluded.fingerprint, r.fingerprint) END,
-        expected_by_ms = CASE WHEN r.expires_at_s < %(now_s)s
+        expected_by_ms = CASE WHEN r.expires_at_s < {NOW_S}
             THEN excluded.expected_by_ms ELSE COALESCE(excluded.expected_by_ms, r.expected_by_ms)
             END,
         result = NULL, result_sha256 = NULL, result_size = NULL, result_omitted = NULL,
         error_type = NULL, error_message = NULL, error_retryable = NULL, error_at_ms = NULL,
         replay_nonce = NULL
-    WHERE (r.expires_at_s < %(now_s)s AND NOT (r.status = 'IN_PROGRESS'
-            AND (r.lease_expires_at_ms >= %(now_ms)s OR %(block)s)
+    WHERE (r.expires_at_s < {NOW_S} AND NOT (r.status = 'IN_PROGRESS'
+            AND (r.lease_expires_at_ms >= {NOW_MS} OR %(block)s)
             AND NOT COALESCE(r.resume_id = %(rid)s, false)))
-        OR (r.expires_at_s >= %(now_s)s
+        OR (r.expires_at_s >= {NOW_S}
             AND (%(fp)s::text IS NULL OR r.fingerprint IS NULL OR r.fingerprint = %(fp)s)
-            AND ((NOT %(block)s AND r.status = 'IN_PROGRESS' AND r.lease_expires_at_ms < %(now_ms)s)
+            AND ((NOT %(block)s AND r.status = 'IN_PROGRESS' AND r.lease_expires_at_ms < {NOW_MS})
                 OR (r.status = 'FAILED' AND r.error_retryable)
                 OR (r.status = 'FAILED' AND r.replay_nonce = %(nonce)s)
                 OR (r.status = 'IN_PROGRESS' AND r.resume_id = %(rid)s)))
@@ -109,9 +114,9 @@ refused AS (
     SELECT {COLUMNS} FROM exactly_once.records
     WHERE id = %(id)s AND NOT EXISTS (SELECT FROM acquired) FOR SHARE
 )
-SELECT true AS won, {COLUMNS} FROM acquired
+SELECT true AS won, {NOW_MS} AS now_ms, {COLUMNS} FROM acquired
 UNION ALL
-SELECT false AS won, {COLUMNS} FROM refused
+SELECT false AS won, {NOW_MS} AS now_ms, {COLUMNS} FROM refused
 """
 
 _FENCED = "WHERE id = %(id)s AND lock_token = %(tok)s AND status = 'IN_PROGRESS'"
@@ -119,19 +124,21 @@ _FENCED = "WHERE id = %(id)s AND lock_token = %(tok)s AND status = 'IN_PROGRESS'
 # SHARE so that it is the row's latest version: a write that waited on the row (its own earlier
 # attempt, or a takeover) is judged by what that left, not by the statement's snapshot.
 _FENCED_WRITE = """
-WITH written AS (UPDATE exactly_once.records SET {sets} {fenced} RETURNING replay_nonce),
+WITH written AS (
+    UPDATE exactly_once.records SET {sets} {fenced} RETURNING replay_nonce, lease_expires_at_ms),
 refused AS (
-    SELECT replay_nonce, status, lock_token FROM exactly_once.records
+    SELECT replay_nonce, lease_expires_at_ms, status, lock_token FROM exactly_once.records
     WHERE id = %(id)s AND NOT EXISTS (SELECT FROM written) FOR SHARE
 )
-SELECT true AS won, replay_nonce, NULL AS status, NULL AS lock_token FROM written
+SELECT true AS won, replay_nonce, lease_expires_at_ms, NULL AS status, NULL AS lock_token
+FROM written
 UNION ALL
-SELECT false, replay_nonce, status, lock_token FROM refused
+SELECT false, replay_nonce, lease_expires_at_ms, status, lock_token FROM refused
 """
 _MARK_FAILED = (
     "status = 'FAILED', error_type = %(etype)s, error_message = %(emsg)s, "
-    "error_retryable = %(eretry)s, error_at_ms = %(now_ms)s, updated_at_ms = %(now_ms)s, "
-    "expires_at_s = %(ttl)s, pending_at_ms = %(now_ms)s"
+    f"error_retryable = %(eretry)s, error_at_ms = {NOW_MS}, updated_at_ms = {NOW_MS}, "
+    f"expires_at_s = {NOW_S} + %(failed_ttl_s)s::bigint, pending_at_ms = {NOW_MS}"
 )
 
 
@@ -157,7 +164,8 @@ def _reconnect_helps(exc: Exception) -> bool:
 
 @dataclass(frozen=True)
 class _Request:
-    """One call to `acquire`: what it asks for, and the clock reading it decides by."""
+    """One call to `acquire`: what it asks for, and the given clock's reading it decides by
+    (None: the server's clock, read by each statement)."""
 
     record_id: str
     scope: str
@@ -165,16 +173,19 @@ class _Request:
     fingerprint: str | None
     block_takeover: bool
     replay_nonce: str | None
-    now_ms: int
-    lease_until_ms: int
+    at_ms: int | None
     resume_id: str | None = None
 
-    @property
-    def now_s(self) -> int:
-        return self.now_ms // 1000
-
-    def lock(self, fence: int, attempt: int) -> Lock:
-        return Lock(self.record_id, self.token, fence, attempt, self.lease_until_ms, self.scope)
+    def lock(self, row: dict[str, Any]) -> Lock:
+        """The lock the row grants: its fence, attempt and the lease end it was written with."""
+        return Lock(
+            self.record_id,
+            self.token,
+            int(row["fence"]),
+            int(row["attempts"]),
+            int(row["lease_expires_at_ms"]),
+            self.scope,
+        )
 
 
 class PostgresStore:
@@ -189,12 +200,16 @@ class PostgresStore:
         record_ttl_s: int = 15 * DAY_S,
         failed_ttl_s: int = 30 * DAY_S,
         result_cap_bytes: int = 64 * 1024,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         pool: ConnectionPool[Connection[Any]] | None = None,
         transaction_pool: ConnectionPool[Connection[Any]] | None = None,
     ) -> None:
         """`pool` runs the store's statements, `transaction_pool` lends the holders their
-        transactions (by default the process's two pools for the DSN, connections.pool)."""
+        transactions (by default the process's two pools for the DSN, connections.pool).
+
+        Leases and expiries are decided by the database server's clock. `clock` (epoch
+        seconds) replaces it for tests that move time: every statement then decides by its
+        reading, as the DynamoDB store does by the caller's clock."""
         check_limits(record_ttl_s, failed_ttl_s, result_cap_bytes)
         self.conninfo = conninfo
         self.record_ttl_s = record_ttl_s
@@ -255,11 +270,19 @@ class PostgresStore:
             self._open_lock = threading.Lock()
             self._generation = lifecycle.generation()  # last: the unlocked check reads it
 
-    def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
-        return record_ttl(now_s, self.record_ttl_s, lease_until_ms)
+    def _at(self) -> int | None:
+        """The `at_ms` every statement binds: the given clock's reading, or None (the
+        server's clock, clock.NOW_MS)."""
+        return None if self._clock is None else int(self._clock() * 1000)
 
     def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
+        """The clock's reading here, for the few decisions made in Python (list_overdue)."""
+        at_ms = self._at()
+        if at_ms is not None:
+            return at_ms
+        sql = f"SELECT {NOW_MS} AS now_ms"
+        rows = self._run(lambda conn: self._rows(conn, sql, {"at_ms": None}))
+        return int(rows[0]["now_ms"])
 
     def _run(self, statement: Callable[[Connection[Any]], T]) -> T:
         """`statement` on a pooled connection, tried again when the connection broke.
@@ -306,7 +329,6 @@ class PostgresStore:
 
         `resume_id`: as on DynamoDB, an IN_PROGRESS row with the same id is this holder's own
         lock from an earlier invocation, resumed with a new token and fence."""
-        now_ms = self._now_ms()
         req = _Request(
             record_id=_db_id(scope, key),
             scope=scope,
@@ -314,8 +336,7 @@ class PostgresStore:
             fingerprint=fingerprint,
             block_takeover=block_takeover,
             replay_nonce=replay_nonce or None,
-            now_ms=now_ms,
-            lease_until_ms=now_ms + lease_ms,
+            at_ms=self._at(),
             # Text as PostgreSQL can hold it, as keys are (a NUL or a lone surrogate: hashed).
             resume_id=db_key(storable_key(resume_id)) if resume_id else None,
         )
@@ -324,12 +345,11 @@ class PostgresStore:
             "scope": sanitise(scope),
             "tok": req.token,
             "owner": sanitise(owner),
-            "now_ms": now_ms,
-            "now_s": req.now_s,
-            "lease": req.lease_until_ms,
-            "ttl": self._ttl(req.now_s, req.lease_until_ms),
+            "at_ms": req.at_ms,
+            "lease_ms": lease_ms,
+            "record_ttl_s": self.record_ttl_s,
             "fp": fingerprint,
-            "xby": None if expected_duration_ms is None else now_ms + expected_duration_ms,
+            "xdur": expected_duration_ms,
             "block": block_takeover,
             "nonce": req.replay_nonce,
             "rid": req.resume_id,
@@ -350,31 +370,33 @@ class PostgresStore:
             if row["won"]:
                 return Acquisition(
                     AcquireStatus.ACQUIRED,
-                    lock=req.lock(record.fence, record.attempts),
+                    lock=req.lock(row),
                     takeover=row["acquired_over"] == Status.IN_PROGRESS,
                     retry=row["acquired_over"] == Status.FAILED,
                     resumed=bool(row["resumed"]),
                 )
             if record.lock_token == req.token:
                 # Our own insert committed and its reply was lost; the retry met it.
-                return Acquisition(
-                    AcquireStatus.ACQUIRED, lock=req.lock(record.fence, record.attempts)
-                )
-            verdict = self._refused(record, req)
+                return Acquisition(AcquireStatus.ACQUIRED, lock=req.lock(row))
+            verdict = self._refused(record, req, int(row["now_ms"]))
             if verdict is not None:
                 return verdict
         # Contended: the row kept changing under us. Judge by its latest state; one that still
         # looks acquirable is in progress (the queue redelivers, the API answers 409).
-        current = self.get_by_id(req.record_id)
+        read = self._read(req.record_id)
+        current = None if read is None else read[0]
         verdict = (
-            None if current is None else self._refused(current, replace(req, block_takeover=False))
+            None
+            if read is None
+            else self._refused(read[0], replace(req, block_takeover=False), read[1])
         )
         return verdict or Acquisition(AcquireStatus.IN_PROGRESS, record=current)
 
-    def _refused(self, record: StoredRecord, req: _Request) -> Acquisition | None:
+    def _refused(self, record: StoredRecord, req: _Request, now_ms: int) -> Acquisition | None:
         """What a refusal means, in the DynamoDB store's order; None when the row would have
-        been acquirable (so it is older than what refused us)."""
-        expired = record.is_expired(req.now_s) and not record.lease_live(req.now_ms)
+        been acquirable (so it is older than what refused us). `now_ms`: the clock the row was
+        read by (the statement's)."""
+        expired = record.is_expired(now_ms // 1000) and not record.lease_live(now_ms)
         own = req.resume_id is not None and record.resume_id == req.resume_id
         if expired:
             if req.block_takeover and record.status is Status.IN_PROGRESS and not own:
@@ -393,7 +415,7 @@ class PostgresStore:
             return Acquisition(AcquireStatus.FAILED_PERMANENTLY, record=record)
         if own:
             return None  # this holder's own lock: it would have been resumed
-        if record.lease_expired(req.now_ms):
+        if record.lease_expired(now_ms):
             return self._block(record, req) if req.block_takeover else None
         return Acquisition(AcquireStatus.IN_PROGRESS, record=record)
 
@@ -408,7 +430,8 @@ class PostgresStore:
             retryable=False,
         )
         params = {
-            **self._failure_params(error, req.now_ms),
+            **self._failure_params(error),
+            "at_ms": req.at_ms,
             "id": record.record_id,
             "tok": record.lock_token or "",
             "nonce": secrets.token_hex(16),
@@ -416,17 +439,18 @@ class PostgresStore:
         }
         sql = (
             f"UPDATE exactly_once.records SET {_MARK_FAILED}, replay_nonce = %(nonce)s, "
-            f"lock_token = %(blocked)s {_FENCED} AND lease_expires_at_ms < %(now_ms)s "
+            f"lock_token = %(blocked)s {_FENCED} AND lease_expires_at_ms < {NOW_MS} "
             f"RETURNING {COLUMNS}"
         )
         rows = self._run(lambda conn: self._rows(conn, sql, params))
         if rows:
             return Acquisition(AcquireStatus.FAILED_PERMANENTLY, record=record_from_row(rows[0]))
         # The old holder finished (or someone else moved it) in between: report that state.
-        current = self.get_by_id(record.record_id)
-        if current is None:
+        read = self._read(record.record_id)
+        if read is None:
             return Acquisition(AcquireStatus.IN_PROGRESS)  # gone: the next delivery takes it
-        verdict = self._refused(current, replace(req, block_takeover=False))
+        current, now_ms = read
+        verdict = self._refused(current, replace(req, block_takeover=False), now_ms)
         return verdict or Acquisition(AcquireStatus.IN_PROGRESS, record=current)
 
     # -- the holder's transaction ------------------------------------------------------------
@@ -537,13 +561,12 @@ class PostgresStore:
         """Mark COMPLETED with the result (stored_result.StoredResult); in the holder's open
         transaction when it has one, so its business writes commit with it."""
         lock.own()  # before taking the transaction: an inherited one is the parent's
-        now = self._clock()
         kept = StoredResult.of(result, self.result_cap_bytes)
         params = {
             "id": lock.record_id,
             "tok": lock.token,
-            "now_ms": int(now * 1000),
-            "ttl": self._ttl(int(now)),
+            "at_ms": self._at(),
+            "record_ttl_s": self.record_ttl_s,
             "res": kept.text,
             "rsha": kept.sha256,
             "rsize": kept.size,
@@ -559,19 +582,18 @@ class PostgresStore:
         A permanent failure gets a fresh nonce that only a real DLQ replay presents."""
         lock.own()  # before the rollback: an inherited transaction is the parent's
         self.discard(lock)
-        params = {**self._failure_params(error, self._now_ms()), "id": lock.record_id}
+        params = {**self._failure_params(error), "at_ms": self._at(), "id": lock.record_id}
         params["tok"] = lock.token
         params["nonce"] = None if error.retryable else secrets.token_hex(16)
         sets = f"{_MARK_FAILED}, replay_nonce = %(nonce)s"
         return self._fenced_write(lock, sets, params, leaves=Status.FAILED)
 
-    def _failure_params(self, error: ErrorInfo, now_ms: int) -> dict[str, Any]:
+    def _failure_params(self, error: ErrorInfo) -> dict[str, Any]:
         return {
             "etype": sanitise(error.type[:256]),
             "emsg": sanitise(error.message[: ErrorInfo.MAX_MESSAGE]),
             "eretry": error.retryable,
-            "now_ms": now_ms,
-            "ttl": now_ms // 1000 + self.failed_ttl_s,
+            "failed_ttl_s": self.failed_ttl_s,
         }
 
     def release(self, lock: Lock, reason: str = "released by its holder") -> WriteResult:
@@ -579,24 +601,20 @@ class PostgresStore:
         return self.fail(lock, ErrorInfo("Released", reason, retryable=True))
 
     def extend(self, lock: Lock, lease_ms: int) -> WriteResult:
-        """Renew the lease (on its own connection: the holder's transaction stays open)."""
-        now_ms = self._now_ms()
-        lease_until = now_ms + lease_ms
+        """Renew the lease (on its own connection: the holder's transaction stays open). The
+        lock handed back carries the lease end the statement wrote."""
         params = {
             "id": lock.record_id,
             "tok": lock.token,
-            "lease": lease_until,
-            "now_ms": now_ms,
-            "ttl": self._ttl(now_ms // 1000, lease_until),
+            "at_ms": self._at(),
+            "lease_ms": lease_ms,
+            "record_ttl_s": self.record_ttl_s,
         }
         sets = (
-            "lease_expires_at_ms = %(lease)s, pending_at_ms = %(lease)s, "
-            "updated_at_ms = %(now_ms)s, expires_at_s = %(ttl)s"
+            f"lease_expires_at_ms = {LEASE}, pending_at_ms = {LEASE}, "
+            f"updated_at_ms = {NOW_MS}, expires_at_s = {TTL_WITH_LEASE}"
         )
-        result = self._fenced_write(lock, sets, params, leaves=Status.IN_PROGRESS)
-        if result.ok:
-            return replace(result, lock=replace(lock, lease_expires_at_ms=lease_until))
-        return result
+        return self._fenced_write(lock, sets, params, leaves=Status.IN_PROGRESS)
 
     def _fenced_write(
         self, lock: Lock, sets: str, params: dict[str, Any], leaves: Status
@@ -604,11 +622,12 @@ class PostgresStore:
         lock.own()  # extend's check (complete and fail made theirs before their rollback)
         sql = _FENCED_WRITE.format(sets=sets, fenced=_FENCED)
         rows = self._run(lambda conn: self._rows(conn, sql, params))
-        if rows and rows[0]["won"]:
-            return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=rows[0]["replay_nonce"])
-        if rows and rows[0]["lock_token"] == lock.token and rows[0]["status"] == leaves:
-            # Our own earlier attempt committed and its reply was lost.
-            return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=rows[0]["replay_nonce"])
+        # Won, or refused by our own earlier attempt that committed and whose reply was lost.
+        if rows and (
+            rows[0]["won"] or (rows[0]["lock_token"] == lock.token and rows[0]["status"] == leaves)
+        ):
+            held = replace(lock, lease_expires_at_ms=int(rows[0]["lease_expires_at_ms"]))
+            return WriteResult(WriteStatus.OK, lock=held, replay_nonce=rows[0]["replay_nonce"])
         return WriteResult(WriteStatus.LEASE_LOST, current=self.get_by_id(lock.record_id))
 
     # -- reads and operator actions ----------------------------------------------------------
@@ -618,12 +637,19 @@ class PostgresStore:
         return self.get_by_id(_db_id(scope, key))
 
     def get_by_id(self, record_id: str) -> StoredRecord | None:
-        sql = f"SELECT {COLUMNS} FROM exactly_once.records WHERE id = %(id)s"
-        rows = self._run(lambda conn: self._rows(conn, sql, {"id": record_id}))
+        read = self._read(record_id)
+        return None if read is None else read[0]
+
+    def _read(self, record_id: str) -> tuple[StoredRecord, int] | None:
+        """The live record and the clock reading it was judged live by; None when absent or
+        expired."""
+        sql = f"SELECT {NOW_MS} AS now_ms, {COLUMNS} FROM exactly_once.records WHERE id = %(id)s"
+        params = {"id": record_id, "at_ms": self._at()}
+        rows = self._run(lambda conn: self._rows(conn, sql, params))
         if not rows:
             return None
-        record = record_from_row(rows[0])
-        return None if record.is_expired(self._clock()) else record
+        record, now_ms = record_from_row(rows[0]), int(rows[0]["now_ms"])
+        return None if record.is_expired(now_ms / 1000) else (record, now_ms)
 
     def list_pending(
         self, status: Status, *, stuck_only: bool = False, limit: int | None = None
@@ -634,19 +660,18 @@ class PostgresStore:
         """
         if status is Status.COMPLETED:
             raise ValueError("completed records are not in the pending index")
-        now = self._clock()
         params: dict[str, Any] = {
             "status": status.value,
-            "now_s": int(now),
-            "before": int(now * 1000) if stuck_only and status is Status.IN_PROGRESS else None,
+            "at_ms": self._at(),
+            "stuck": stuck_only and status is Status.IN_PROGRESS,
             "after_at": -1,
             "after_id": "",
             "page": PAGE,
         }
         sql = (
             f"SELECT {COLUMNS} FROM exactly_once.records WHERE status = %(status)s "
-            "AND status <> 'COMPLETED' AND expires_at_s >= %(now_s)s "
-            "AND (%(before)s::bigint IS NULL OR pending_at_ms < %(before)s) "
+            f"AND status <> 'COMPLETED' AND expires_at_s >= {NOW_S} "
+            f"AND (NOT %(stuck)s OR pending_at_ms < {NOW_MS}) "
             "AND (pending_at_ms, id) > (%(after_at)s, %(after_id)s) "
             "ORDER BY pending_at_ms, id LIMIT %(page)s"
         )
@@ -664,20 +689,21 @@ class PostgresStore:
 
     def list_overdue(self, *, limit: int | None = None) -> Iterator[StoredRecord]:
         """IN_PROGRESS records past the completion their holder expected (`expected_by`)."""
-        return overdue(self.list_pending, int(self._clock() * 1000), limit)
+        return overdue(self.list_pending, self._now_ms(), limit)
 
     def reset(self, scope: str, key: str) -> bool:
         """Make a FAILED record retryable again so the next delivery or a replay runs it."""
         sql = (
-            "UPDATE exactly_once.records SET error_retryable = true, updated_at_ms = %(now_ms)s "
+            f"UPDATE exactly_once.records SET error_retryable = true, updated_at_ms = {NOW_MS} "
             "WHERE id = %(id)s AND status = 'FAILED' RETURNING 1"
         )
-        params = {"id": _db_id(scope, key), "now_ms": self._now_ms()}
+        params = {"id": _db_id(scope, key), "at_ms": self._at()}
         return bool(self._run(lambda conn: self._rows(conn, sql, params)))
 
 
 _COMPLETE = (
-    "status = 'COMPLETED', updated_at_ms = %(now_ms)s, expires_at_s = %(ttl)s, "
+    f"status = 'COMPLETED', updated_at_ms = {NOW_MS}, "
+    f"expires_at_s = {NOW_S} + %(record_ttl_s)s::bigint, "
     "pending_at_ms = NULL, result = %(res)s, result_sha256 = %(rsha)s, "
     "result_size = %(rsize)s, result_omitted = %(romit)s"
 )
