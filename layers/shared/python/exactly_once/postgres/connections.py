@@ -56,26 +56,32 @@ def pool(conninfo: str, purpose: str = STATEMENTS) -> ConnectionPool[Connection[
     with _lock:
         found = _pools.get((conninfo, purpose))
         if found is None:
-            from psycopg_pool import ConnectionPool
-
-            found = ConnectionPool(
-                conninfo,
-                connection_class=HolderConnection,
-                kwargs=lambda: _connect_kwargs(conninfo),
-                min_size=0,
-                # A batch runs 10 records at a time (BATCH_CONCURRENCY): each may hold one
-                # transaction and run one statement at once.
-                max_size=env_int("IDEMPOTENCY_PG_POOL_MAX", 10),
-                # How long a caller waits for a pooled connection. Generous: waiting for one is
-                # better than failing work that would run a moment later (a burst of requests
-                # in one process, new connections forked slowly on a loaded server).
-                timeout=float(env_int("IDEMPOTENCY_PG_POOL_WAIT_S", 30)),
-                max_lifetime=MAX_LIFETIME_S,
-                name=f"exactly-once-{purpose}",
-                open=True,
-            )
+            found = new_pool(conninfo, purpose)
             _pools[(conninfo, purpose)] = found
     return found
+
+
+def new_pool(conninfo: str, purpose: str = STATEMENTS) -> ConnectionPool[Connection[Any]]:
+    """A new pool of store connections, not the process's (`pool` keeps those; tools and
+    tests that need a pool of their own close it themselves)."""
+    from psycopg_pool import ConnectionPool
+
+    return ConnectionPool(
+        conninfo,
+        connection_class=HolderConnection,
+        kwargs=lambda: _connect_kwargs(conninfo),
+        min_size=0,
+        # A batch runs 10 records at a time (BATCH_CONCURRENCY): each may hold one
+        # transaction and run one statement at once.
+        max_size=env_int("IDEMPOTENCY_PG_POOL_MAX", 10),
+        # How long a caller waits for a pooled connection. Generous: waiting for one is
+        # better than failing work that would run a moment later (a burst of requests in one
+        # process, new connections forked slowly on a loaded server).
+        timeout=float(env_int("IDEMPOTENCY_PG_POOL_WAIT_S", 30)),
+        max_lifetime=MAX_LIFETIME_S,
+        name=f"exactly-once-{purpose}",
+        open=True,
+    )
 
 
 class HolderConnection(psycopg.Connection[Any]):

@@ -529,6 +529,13 @@ class PostgresStore:
         except Exception as exc:
             self._finish_quietly(conn)
             return self._settle(lock, exc)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, SystemExit, a cancellation), before or after the
+            # server ran it: the connection still goes back (rolled back, or discarded by the
+            # pool when mid-statement), and the interruption goes on; the row says what
+            # committed.
+            self._finish_quietly(conn)
+            raise
         self._finish(conn)  # committed: nothing is left to roll back
         return WriteResult(WriteStatus.OK, lock=lock)
 
