@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from exactly_once.errors import ConfigurationError
-from exactly_once.lease import LeasePolicy
+from exactly_once.lease import LeasePolicy, heartbeat_ms_from_env
 from exactly_once.sns_messages import ENVELOPE_MODES
 
 
@@ -173,6 +173,7 @@ def store_settings(
     lease = given.pop("lease", None) or LeasePolicy(
         margin_ms=env_int("LEASE_MARGIN_MS", 5_000),
         max_ms=env_int("LEASE_MAX_MS", 0) or None,
+        heartbeat_ms=heartbeat_ms_from_env(),  # LEASE_HEARTBEAT, LEASE_HEARTBEAT_MS
     )
     return {
         "table_name": table,

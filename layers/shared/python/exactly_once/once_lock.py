@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, Literal
 
-from exactly_once import durable, lifecycle, observability
+from exactly_once import durable, heartbeat, lifecycle, observability
 from exactly_once.completion import write_durably
 from exactly_once.config import store_settings
 from exactly_once.context import LockedContext
@@ -117,6 +118,7 @@ class OnceLock(LockedContext):
         # even when the completion write never got through (a retry would run it again).
         self._succeeding = False
         self._lent: Any = None  # the transaction `transaction` lent, until an outcome ends it
+        self._beat: heartbeat.Beat | None = None  # renews a short lease (heartbeat.py)
 
     def __repr__(self) -> str:
         return (
@@ -156,6 +158,8 @@ class OnceLock(LockedContext):
         written = self._write(lambda: store.extend(lock, _ms(seconds, "seconds")), "extend")
         if written.lock is not None:
             self._lock = written.lock
+            if self._beat is not None:  # renewed from now on up to `seconds` from now
+                self._beat.reach(written.lock, seconds)
         return self.lease_ends_at
 
     def succeed(self, result: Any = None) -> None:
@@ -176,6 +180,7 @@ class OnceLock(LockedContext):
             self._succeeding = False
             raise
         self._outcome = Status.COMPLETED
+        self._end_beat()
         observability.count_lock_event(FINISHED, self.scope)
 
     def fail(self, error: BaseException | ErrorInfo | str, retryable: bool | None = None) -> str:
@@ -198,6 +203,7 @@ class OnceLock(LockedContext):
         self._lent = None  # the failure rolls it back
         written = self._write(lambda: store.fail(lock, info), "fail")
         self._outcome = Status.FAILED
+        self._end_beat()
         observability.count_lock_event(FINISHED, self.scope)
         return written.replay_nonce or ""
 
@@ -229,13 +235,29 @@ class OnceLock(LockedContext):
         """Roll back the open transaction, if any; the entry points call it when the work ends,
         so one that ended without an outcome (a lease lost) never leaves a connection open."""
         self._lent = None
+        self._end_beat()
         if self._store is not None and self._lock is not None:
             self._store.discard(self._lock)
+
+    def hold_with(self, beat: heartbeat.Beat) -> None:
+        """Keep the key by `beat`'s renewals until an outcome is written or the work ends."""
+        self._beat = beat
+
+    @property
+    def heartbeat_lost(self) -> bool:
+        """A background renewal was refused: another holder owns the key now, and this
+        holder's outcome will be refused (LeaseLost)."""
+        return self._beat is not None and self._beat.lost
+
+    def _end_beat(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()
 
     def _held(self) -> Lock:
         if self._lock is None:
             raise RuntimeError("this OnceLock holds no lock")
-        return self._lock
+        # The heartbeat's lock is this one renewed (same token, a later lease end).
+        return self._lock if self._beat is None else self._beat.lock
 
     def _writer(self) -> Store:
         if self._store is None:
@@ -259,6 +281,7 @@ class OnceLock(LockedContext):
             if now
             else "the record is gone"
         )
+        self._end_beat()
         raise LeaseLost(f"{what} refused for {self.key!r} at fence {self.fence}: {holder}")
 
 
@@ -432,6 +455,7 @@ def begin(
         lambda_context=lambda_context,
         resume_id=resume_id,
         durable_execution=arn,
+        heartbeat_ms=policy.heartbeat_ms,
     )
 
 
@@ -450,6 +474,7 @@ def claim(
     reserve_ms: float = 0.0,
     resume_id: str | None = None,
     durable_execution: str | None = None,
+    heartbeat_ms: int | None = None,
 ) -> Claim:
     """The one state machine's entry, with every setting resolved: `begin` for a caller that
     already knows its store and lease (the queue, topic and HTTP entry points).
@@ -460,23 +485,32 @@ def claim(
     `reserve_ms`: the lock's writes stop retrying with this much of the invocation left.
     `durable_execution`: the ARN of the durable execution holding the lock (its lock lends no
     transaction, see OnceLock.transaction).
+    `heartbeat_ms`: a `lease_ms` longer than this is held as this short lease, renewed in the
+    background while the lock is held and never past `lease_ms` from now (heartbeat.py), so a
+    holder that dies frees the key within it; `expected_by` then says when `lease_ms` ends.
+    Never for a holder that outlives the invocation (`resume_id`): nothing renews it between.
     Raises what DynamoDB raises when it stays unreachable through botocore's retries.
     """
+    beat_ms = None if resume_id else heartbeat.short_lease(lease_ms, heartbeat_ms)
+    # With a heartbeat the record says when the long lease would end: the holder may run on
+    # until then (the queue defers an in-progress duplicate that long, a monitor reads it).
+    expected_ms = expected_duration_ms if beat_ms is None else (expected_duration_ms or lease_ms)
+    started = time.monotonic()
     acquisition = store.acquire(
         scope,
         key,
-        lease_ms=lease_ms,
+        lease_ms=beat_ms or lease_ms,
         owner=owner,
         fingerprint=fingerprint,
         block_takeover=block_takeover,
         replay_nonce=replay_nonce,
-        expected_duration_ms=expected_duration_ms,
+        expected_duration_ms=expected_ms,
         resume_id=resume_id,
     )
     if acquisition.lock is None:
         return Claim(_FROM_ACQUIRE[acquisition.status], scope, key, record=acquisition.record)
     observability.count_lock_event(STARTED, scope)
-    return Claim(
+    claimed = Claim(
         ClaimStatus.ACQUIRED,
         scope,
         key,
@@ -493,6 +527,10 @@ def claim(
             durable_execution=durable_execution,
         ),
     )
+    if beat_ms is not None:
+        until = started + lease_ms / 1000
+        claimed.lock.hold_with(heartbeat.hold(store, acquisition.lock, beat_ms, until))
+    return claimed
 
 
 class OnceBlock:

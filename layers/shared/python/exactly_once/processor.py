@@ -168,6 +168,7 @@ class RecordProcessor:
                 replay_nonce=message.replay_nonce,
                 lambda_context=context,
                 reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
+                heartbeat_ms=self.config.lease.heartbeat_ms,  # a dead holder frees the key soon
             )
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             return self._infrastructure_error(mid, key, "acquire", exc)
@@ -327,6 +328,10 @@ class RecordProcessor:
         """Hide the message until the holder's lease ends, so retries don't burn receives."""
         mid, arn, receipt = message.message_id, message.event_source_arn, message.receipt_handle
         lease_end = holder.lease_expires_at_ms if holder else None
+        if lease_end is not None and holder and holder.expected_by_ms:
+            # A heartbeat lease is short and renewed: hide until the holder's budget ends
+            # (`expected_by`), not once per renewal, which would burn the message's receives.
+            lease_end = max(lease_end, holder.expected_by_ms)
         if lease_end is not None and receipt and arn:
             seconds = math.ceil((lease_end - time.time() * 1000) / 1000) + 1
             try:
