@@ -47,6 +47,8 @@ SETTINGS = [
     ("BLOCK_EXPIRED_LEASES", consumer_settings, YES_NO),
     ("BLOCK_EXPIRED_LEASES", once_settings, YES_NO),
     ("SNS_ENVELOPE", consumer_settings, "auto, on, off"),
+    ("LEASE_HEARTBEAT", consumer_settings, "auto, off"),
+    ("LEASE_HEARTBEAT", once_settings, "auto, off"),
     ("IDEMPOTENCY_DB_IAM_AUTH", connection_settings, YES_NO),
     ("IDEMPOTENCY_PG_SESSION_SETTINGS", connection_settings, "startup, server"),
 ]
