@@ -229,8 +229,13 @@ class TestLease:
         assert claim.lock.lease_ends_at == clock.now + 12
 
     def test_neither_is_a_minute_plus_the_margin_and_expected_by_its_end(
-        self, store: IdempotencyStore, scope: str, clock: FakeClock
+        self,
+        store: IdempotencyStore,
+        scope: str,
+        clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
+        monkeypatch.setenv("LEASE_HEARTBEAT", "off")  # held whole (tests/heartbeat: renewed)
         claim = begin(scope, "k", store=store)
         now_ms = int(clock.now * 1000)
         assert claim.lock.lease_ends_at * 1000 == now_ms + 60_000 + MARGIN_MS

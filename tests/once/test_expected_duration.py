@@ -124,8 +124,9 @@ def test_renewing_an_expired_record_writes_expected_by_only_when_given(
 
 
 def test_begin_stores_the_expected_completion_and_the_record_reads_it(
-    store: IdempotencyStore, scope: str, clock: FakeClock
+    store: IdempotencyStore, scope: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("LEASE_HEARTBEAT", "off")  # the long lease held whole, on a fake clock
     claim = begin(scope, "k", expected_duration_s=90, store=store)
     now_ms = int(clock.now * 1000)
     record = store.get(scope, "k")
@@ -148,8 +149,9 @@ def test_a_later_attempt_without_an_expected_duration_replaces_the_earlier_one(
 
 
 def test_overdue_work_is_listed_before_its_lease_ends(
-    store: IdempotencyStore, scope: str, clock: FakeClock
+    store: IdempotencyStore, scope: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("LEASE_HEARTBEAT", "off")  # long leases held whole, on a fake clock
     begin(scope, "slow", expected_duration_s=30, store=store)
     begin(scope, "done", expected_duration_s=30, store=store).lock.succeed()
     begin(scope, "failed", expected_duration_s=30, store=store).lock.fail("no", retryable=False)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from exactly_once import clients, lifecycle, schema
+from exactly_once import clients, clock_skew, lifecycle, schema
 from exactly_once.errors import ConfigurationError
 from exactly_once.lifetimes import DAY_S, check_limits, overdue, record_ttl
 from exactly_once.records import (
@@ -112,6 +112,7 @@ class _Request:
     ttl_s: int
     expected_by_ms: int | None = None
     resume_id: str | None = None
+    skewed: bool = False  # this clock is too far ahead to judge leases (clock_skew.py)
 
     @property
     def now_s(self) -> int:
@@ -125,7 +126,9 @@ class IdempotencyStore:
     """Lock, complete and fail idempotency records with conditional writes.
 
     `clock` returns epoch seconds; conditions compare against the caller's clock (DynamoDB
-    cannot read server time), which is why leases carry a margin.
+    cannot read server time), which is why leases carry a margin. The process's skew from
+    DynamoDB's clock is measured from the responses' Date header (clock_skew.py): while it is
+    ahead by more than `max_skew_ms` (the lease margin), expired leases are not taken over.
     """
 
     def __init__(
@@ -137,6 +140,7 @@ class IdempotencyStore:
         failed_ttl_s: int = 30 * DAY_S,
         result_cap_bytes: int = 64 * 1024,
         clock: Callable[[], float] = time.time,
+        max_skew_ms: int = 5_000,
     ) -> None:
         check_limits(record_ttl_s, failed_ttl_s, result_cap_bytes)
         self.table_name = table_name
@@ -146,6 +150,8 @@ class IdempotencyStore:
         self.failed_ttl_s = failed_ttl_s
         self.result_cap_bytes = result_cap_bytes
         self._clock = clock
+        self.max_skew_ms = max_skew_ms
+        self._skew_hooked: Any = None  # the client clock_skew measures on
 
     backend = "dynamodb"
 
@@ -166,6 +172,7 @@ class IdempotencyStore:
             record_ttl_s=settings.record_ttl_s,
             failed_ttl_s=settings.failed_ttl_s,
             result_cap_bytes=settings.result_cap_bytes,
+            max_skew_ms=getattr(getattr(settings, "lease", None), "margin_ms", 5_000),
         )
 
     @property
@@ -175,6 +182,9 @@ class IdempotencyStore:
         if self._client is None or self._client_generation not in (None, lifecycle.generation()):
             self._client = clients.dynamodb()
             self._client_generation = lifecycle.generation()
+        if self._skew_hooked is not self._client:  # every reply's Date then measures the skew
+            clock_skew.install(self._client)
+            self._skew_hooked = self._client
         return self._client
 
     def _ttl(self, now_s: int, lease_until_ms: int | None = None) -> int:
@@ -233,6 +243,7 @@ class IdempotencyStore:
             ttl_s=self._ttl(now_ms // 1000, lease_until),
             expected_by_ms=None if expected_duration_ms is None else now_ms + expected_duration_ms,
             resume_id=resume_id or None,
+            skewed=clock_skew.too_far_ahead(self.max_skew_ms),
         )
         sets = [
             "#st = :ip",
@@ -275,7 +286,8 @@ class IdempotencyStore:
 
         # AND binds tighter than OR, and DynamoDB rejects redundant parentheses, so the live
         # and fingerprint checks are repeated in each clause instead of wrapping them all.
-        reacquirable = [] if block_takeover else ["#st = :ip AND #lease < :now_ms"]
+        takeover = not (block_takeover or req.skewed)
+        reacquirable = ["#st = :ip AND #lease < :now_ms"] if takeover else []
         reacquirable.append("#st = :failed AND #err.#retry = :true")
         if replay_nonce:
             reacquirable.append("#st = :failed AND #nonce = :nonce")
@@ -325,6 +337,10 @@ class IdempotencyStore:
             return Acquisition(AcquireStatus.ACQUIRED, lock=req.lock(record.fence, record.attempts))
         expired = record.is_expired(req.now_s) and not record.lease_live(req.now_ms)
         own = req.resume_id is not None and record.resume_id == req.resume_id
+        if req.skewed and record.status is Status.IN_PROGRESS and not own:
+            # Our clock runs too far ahead to tell an expired lease: neither take it over nor
+            # block it; a process with a sound clock (or this one, later) decides.
+            return Acquisition(AcquireStatus.IN_PROGRESS, record=record)
         if expired and req.block_takeover and record.status is Status.IN_PROGRESS and not own:
             return self._block(record, req)  # its holder may have paid: a person decides
         if expired:
