@@ -1,13 +1,18 @@
 """`run` (what `make run` calls): the whole service on this machine, end to end, with a report.
 
-Three parts, each checked against the ledger: the Sales topic first (published with duplicates,
-delivered to its Lambda subscriber in-process and to the orders queue by moto), then the
-queues, then the HTTP API. The queue table is shared with `report`, which checks a workload
-sent by `workload` to a stack that `up` keeps running.
+Three parts, each checked against the execution log (the example functions' `append_effect`:
+one entry per execution of the business effect): the Sales topic first (published with
+duplicates, delivered to its Lambda subscriber in-process and to the orders queue by moto),
+then the queues, then the HTTP API. Each verdict counts executions per expected key, so a key
+executed twice fails the run; `--lock-off` (a self-test of the harness: local_aws.lock_off)
+turns the idempotency lock off in the function processes to show that it does. The queue table
+is shared with `report`, which checks a workload sent by `workload` to a stack that `up` keeps
+running.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -27,12 +32,13 @@ from exactly_once_cli.up import print_started, state_paths
 from exactly_once_ops.local_state import AlreadyUp, StateLock
 from infra.topics import by_id as topic_by_id
 from local_aws.api_workload import ApiReport, ApiWorkload, describe, run_api_workload
-from local_aws.demo import Workload
+from local_aws.demo import Workload, dead_letter_reasons
 from local_aws.demo_report import DemoReport, build_report
-from local_aws.demo_workload import SentWorkload, send_workload
+from local_aws.demo_workload import CONSUMERS, SentWorkload, send_workload
 from local_aws.local_deploy import ROOT
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
+from local_aws.lock_off import LOCK_OFF_ENV
 from local_aws.poller import Poller, describe_bindings, wait_until_drained
 from local_aws.serve import long_lived_postgres, serve, start_apis, start_delivery, up_state
 from local_aws.signals import terminate_on_signals
@@ -172,20 +178,27 @@ def render(report: DemoReport, console: Console, title: str = "Exactly-once loca
     table.add_row("lease lost at completion", count("lease_lost"))
     for name, reasons in report.dead_letters.items():
         detail = ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) or "none"
-        table.add_row(f"in {name} DLQ", f"{sum(reasons.values())} ({detail})")
+        table.add_row(f"in {name} DLQ from these messages", f"{sum(reasons.values())} ({detail})")
+        if report.in_run is not None:  # `run`: the topic's phase came first
+            topic = report.in_run[name] - sum(reasons.values())
+            table.add_row(
+                f"  {name} DLQ in all since the run began (topic's: {topic})",
+                str(report.in_run[name]),
+            )
     ledger = report.ledger
     table.add_row("business keys expected", str(ledger.expected))
-    table.add_row("keys with exactly one effect", str(ledger.executed_once))
-    table.add_row("keys with more than one effect", str(len(ledger.double_effects)))
-    table.add_row("keys with no effect (lost)", str(len(ledger.missing)))
+    table.add_row("keys executed exactly once", str(ledger.executed_once))
+    table.add_row("keys executed more than once", str(len(ledger.double_effects)))
+    table.add_row("keys never executed (lost)", str(len(ledger.missing)))
     console.print(table)
     dead = sum(sum(r.values()) for r in report.dead_letters.values())
     verdict = (
-        f"[bold green]EXACTLY ONCE[/]: {ledger.executed_once}/{ledger.expected} keys took effect "
+        f"[bold green]EXACTLY ONCE[/]: {ledger.executed_once}/{ledger.expected} keys executed "
         f"once, {report.poison_planned} poison message(s) in the DLQs"
         if report.ok
         else f"[bold red]CHECK FAILED[/]: drained={report.drained}, "
-        f"double={sorted(ledger.double_effects)[:5]}, missing={sorted(ledger.missing)[:5]}, "
+        f"executed twice or more: {len(ledger.double_effects)} "
+        f"{sorted(ledger.double_effects)[:5]}, missing={sorted(ledger.missing)[:5]}, "
         f"unexpected={sorted(ledger.unexpected)[:5]}, "
         f"dead-lettered {dead} of {report.poison_planned} poison"
     )
@@ -200,16 +213,17 @@ def render_api(report: ApiReport, console: Console, name: str, endpoint: str) ->
         table.add_row(what, count)
     ledger = report.ledger
     assert ledger is not None
-    table.add_row("keys with exactly one ledger entry", f"{ledger.executed_once}/{ledger.expected}")
-    table.add_row("keys with more than one", str(len(ledger.double_effects)))
+    table.add_row("keys executed exactly once", f"{ledger.executed_once}/{ledger.expected}")
+    table.add_row("keys executed more than once", str(len(ledger.double_effects)))
     table.add_row("keys whose clients got different bodies", str(len(report.inconsistent_keys)))
     console.print(table)
     verdict = (
-        f"[bold green]API EXACTLY ONCE[/]: {ledger.executed_once}/{ledger.expected} keys took "
-        "effect once, every client of a key got the same response"
+        f"[bold green]API EXACTLY ONCE[/]: {ledger.executed_once}/{ledger.expected} keys "
+        "executed once, every client of a key got the same response"
         if report.ok
         else f"[bold red]API CHECK FAILED[/]: missing={sorted(ledger.missing)[:3]}, "
-        f"doubles={sorted(ledger.double_effects)[:3]}, "
+        f"executed twice or more: {len(ledger.double_effects)} "
+        f"{sorted(ledger.double_effects)[:3]}, "
         f"inconsistent={report.inconsistent_keys[:3]}, "
         f"422 {report.reused_refused}/{report.reused_planned}, "
         f"400 for no key: {report.missing_key_refused}"
@@ -239,6 +253,15 @@ def run_cmd(
         ),
     ] = False,
     store: StoreOption = LocalStore.dynamodb,
+    lock_off: Annotated[
+        bool,
+        typer.Option(
+            "--lock-off",
+            help="Self-test of the verdicts: run the functions with the idempotency lock off "
+            "(every delivery acquires a record of its own), so duplicates execute again and "
+            "the run must FAIL.",
+        ),
+    ] = False,
 ) -> None:
     """Run everything locally: moto + DynamoDB Local, deploy, poll, publish and send a workload,
     report.
@@ -268,6 +291,12 @@ def run_cmd(
         work_ms=work_ms,
         seed=seed,
     )
+    if lock_off:  # the function processes (spawned, or the gateway's child) inherit it
+        os.environ[LOCK_OFF_ENV] = "1"
+        console.print(
+            "[bold yellow]SELF-TEST[/]: the idempotency lock is OFF in every function process; "
+            "each verdict below must FAIL"
+        )
     started = time.monotonic()
     with terminate_on_signals(), ExitStack() as running:
         paths = state_paths() if keep else None
@@ -304,6 +333,11 @@ def run_cmd(
         apis = start_apis(
             stack, LOG_DIR, running, lambda line: console.print(f"[green]✓[/] {line}")
         )
+        sqs = stack.sqs()
+        run_baseline = {
+            name: dict(dead_letter_reasons(sqs, stack.outputs[f"{name}DeadLetterQueueUrl"]))
+            for name in CONSUMERS
+        }
         topic_report = (
             run_topic(
                 stack,
@@ -317,7 +351,6 @@ def run_cmd(
             if sales
             else None
         )
-        sqs = stack.sqs()
         sent = send_workload(sqs, stack.outputs, workload, totals_before=poller.totals())
         print_sent(sent, console)
         queue_urls = [stack.outputs[f"{name}QueueUrl"] for name in sent.sent]
@@ -332,6 +365,7 @@ def run_cmd(
             totals=poller.totals(),
             drained=drained,
             elapsed_s=time.monotonic() - started,
+            run_baseline=run_baseline,
         )
         render(report, console)
         api_reports = [

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from local_aws import lock_off
 from local_aws.lifecycle import ChildServer
 from local_aws.ports import free_port
 from local_aws.store_environment import apply_function_environment
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=29.0)
     parser.add_argument("--route", action="append", required=True, help='"POST /payments"')
     args = parser.parse_args(argv)
+    lock_off.install_if_enabled()  # the harness's self-test (EONCE_LOCK_OFF=1), never the layer's
     handler = load_handler(args.source, args.handler)
     routes = []
     for route in args.route:

@@ -3,9 +3,9 @@ then reused keys with another body and one request without a key, checked on the
 
 Each payment key is sent by several clients at once, as retrying clients do; a client retries
 a 409 or a 503 shortly after (a replay is served as soon as the first request completes), so
-every client ends with a final answer. The verdict: each key's effect is in the ledger exactly
-once, every client got the same response for its key, each reused key got 422, and the
-request without a key got 400.
+every client ends with a final answer. The verdict: each key's payment was executed exactly
+once (one entry in the execution log), every client got the same response for its key, each
+reused key got 422, and the request without a key got 400.
 """
 
 from __future__ import annotations
@@ -162,6 +162,7 @@ def summary(report: ApiReport) -> dict[str, Any]:
             "expected": ledger.expected,
             "executed_once": ledger.executed_once,
             "double_effects": len(ledger.double_effects),
+            "unexpected": len(ledger.unexpected),
             "missing": len(ledger.missing),
         },
         "elapsed_s": round(report.elapsed_s, 1),

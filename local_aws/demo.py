@@ -1,7 +1,11 @@
 """`make run`: deploy locally, push a workload with duplicates and poison through, and check it.
 
-The verdict comes from the ledger (one item per executed side effect), not from counters: every
-valid business key must have exactly one entry, and every poison message must be in a DLQ.
+The verdict comes from the ledger, not from counters. The example functions write it with
+`append_effect`, an append-only execution log: one entry per execution of the business effect,
+each with its own id (`sk` = "<scope>#effect#<execution id>"), so the entries per key count
+executions. Every valid business key must have been executed exactly once, a key executed twice
+fails the run, and every poison message must be in a DLQ. (Counting `record_effect` items would
+prove nothing: their key is the business key, so a second one can never be written.)
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ class Planned:
     """What was sent, and what the ledger must show afterwards."""
 
     messages: list[OutgoingMessage] = field(default_factory=list)
-    keys: set[str] = field(default_factory=set)  # each must have exactly one ledger entry
+    keys: set[str] = field(default_factory=set)  # each must be executed exactly once
     poison: int = 0
     duplicates: int = 0
 
@@ -107,11 +111,13 @@ def plan_payments(workload: Workload, run_id: str, rng: random.Random) -> Planne
 
 @dataclass
 class LedgerCheck:
+    """Executions per expected key, counted from the execution log."""
+
     expected: int
-    executed_once: int
-    double_effects: dict[str, int]
-    missing: set[str]
-    unexpected: set[str]
+    executed_once: int  # expected keys with exactly one execution
+    double_effects: dict[str, int]  # key -> executions, for every key executed more than once
+    missing: set[str]  # expected keys never executed
+    unexpected: set[str]  # executed keys of this run that were not expected
 
     @property
     def ok(self) -> bool:
@@ -124,11 +130,12 @@ def run_keys(run_id: str) -> str:
 
 
 class LedgerReader(Protocol):
-    """Where a run's report counts effects: the DynamoDB ledger table, or PostgreSQL's
+    """Where a run's report counts executions: the DynamoDB ledger table, or PostgreSQL's
     `exactly_once.ledger` (local_aws.pg_ledger) when the store is PostgreSQL."""
 
     def counts(self, contains: str | None = None, scope: str | None = None) -> Counter[str]:
-        """Entries per key; only keys containing `contains`, only entries under `scope`."""
+        """Entries (executions) per key; only keys containing `contains`, only entries under
+        `scope`."""
         ...
 
 
@@ -158,10 +165,10 @@ def check_ledger(
     run_id: str | None = None,
     scope: str | None = None,
 ) -> LedgerCheck:
-    """Count ledger entries per key; with `run_id`, only that run's keys (a stack that stays
-    up also holds other runs' and hand-sent messages' entries); with `scope`, only the entries
-    written under that idempotency scope (`sk` = "<scope>#<effect>": a topic's message takes
-    effect once in each of its subscribers)."""
+    """Count executions per key (log entries); with `run_id`, only that run's keys (a stack
+    that stays up also holds other runs' and hand-sent messages' entries); with `scope`, only
+    the entries written under that idempotency scope (`sk` = "<scope>#<effect>#<execution id>":
+    a topic's message takes effect once in each of its subscribers)."""
     counts = ledger.counts(None if run_id is None else run_keys(run_id), scope)
     return LedgerCheck(
         expected=len(expected),

@@ -1,9 +1,11 @@
 """What became of a published topic workload, per receiver: deliveries, DLQs, and the ledger.
 
-As for the queues, the verdict comes from the ledger, not from counters: every valid sale must
-have exactly one entry under each receiver's scope (the direct subscriber's and each fan-out
-queue consumer's), and each poison message must be in each receiver's DLQ. The counters (the
-local delivery's and the poller's, as deltas over the topic's phase) show how it got there.
+As for the queues, the verdict comes from the execution log, not from counters: every valid sale
+must have been executed exactly once under each receiver's scope (the direct subscriber's and
+each fan-out queue consumer's: one log entry per execution), and each poison message must be in
+each receiver's DLQ. The counters (the local delivery's and the poller's) and the DLQ counts
+are deltas over the topic's phase: what the topic put there, which `make run`'s queue table
+shows as the topic's share of the Orders DLQ.
 """
 
 from __future__ import annotations
@@ -106,15 +108,15 @@ def describe_receiver(report: ReceiverReport) -> list[tuple[str, str]]:
             ("  raised (Lambda retried, or dead-lettered after its retries)", count("raised"))
         )
     detail = ", ".join(f"{k}: {v}" for k, v in sorted(report.dead_letters.items())) or "none"
-    rows.append((f"  in {r.name} DLQ", f"{report.dead_lettered} ({detail})"))
+    rows.append((f"  in {r.name} DLQ from the topic", f"{report.dead_lettered} ({detail})"))
     ledger = report.ledger
     rows += [
         (
-            f"  keys with exactly one effect (scope {r.scope})",
+            f"  keys executed exactly once (scope {r.scope})",
             f"{ledger.executed_once}/{ledger.expected}",
         ),
-        ("  keys with more than one", str(len(ledger.double_effects))),
-        ("  keys with no effect (lost)", str(len(ledger.missing))),
+        ("  keys executed more than once", str(len(ledger.double_effects))),
+        ("  keys never executed (lost)", str(len(ledger.missing))),
     ]
     return rows
 
@@ -126,7 +128,7 @@ def verdict(report: TopicReport) -> str:
     if report.ok:
         expected = len(sent.expected_keys)
         return (
-            f"TOPIC EXACTLY ONCE: {expected}/{expected} keys took effect once in each of {names}; "
+            f"TOPIC EXACTLY ONCE: {expected}/{expected} keys executed once in each of {names}; "
             f"{sent.duplicates} re-published and {sent.redelivered} redelivered message(s) "
             f"suppressed, {sent.poison} poison message(s) in each DLQ"
         )
@@ -135,7 +137,8 @@ def verdict(report: TopicReport) -> str:
         ledger = r.ledger
         problems.append(
             f"{r.receiver.name}: {ledger.executed_once}/{ledger.expected} once, "
-            f"doubles={sorted(ledger.double_effects)[:3]}, missing={sorted(ledger.missing)[:3]}, "
+            f"executed twice or more: {len(ledger.double_effects)} "
+            f"{sorted(ledger.double_effects)[:3]}, missing={sorted(ledger.missing)[:3]}, "
             f"unexpected={sorted(ledger.unexpected)[:3]}, "
             f"dead-lettered {r.dead_lettered} of {sent.poison} poison"
         )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from exactly_once_ops.handlers import load_handler
+from local_aws import lock_off
 from local_aws.lifecycle import Lifecycle
 from local_aws.store_environment import apply_function_environment
 
@@ -97,6 +98,7 @@ def run_worker(
     apply_function_environment(os.environ, binding.environment)
     os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", binding.function_name)
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    lock_off.install_if_enabled()  # the harness's self-test (EONCE_LOCK_OFF=1), never the layer's
     import boto3  # after the environment is set: the client reads its endpoint and region
 
     handler = load_handler(binding.source_dir, binding.handler)

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from exactly_once import PermanentError, RecordContext, sqs_consumer
-from exactly_once.ledger import record_effect
+from exactly_once.ledger import append_effect
 
 
 @sqs_consumer(key="orderId")
@@ -22,6 +22,7 @@ def handle(body: dict[str, Any], ctx: RecordContext) -> dict[str, Any]:
         raise RuntimeError(f"simulated transient failure on attempt {ctx.attempt}")
     if work_ms := body.get("workMs"):
         time.sleep(float(work_ms) / 1000)
-    # fenced: a zombie's write is refused, and a retry after a crash does not write it again
-    entry = record_effect(ctx, {"kind": "order", "amount": amount})
+    # logged per execution, fenced: a zombie's write is refused, and a retry after a crash
+    # does not write it again, so `make run` can count executions per key
+    entry = append_effect(ctx, {"kind": "order", "amount": amount})
     return {"orderId": ctx.key, "fence": ctx.fence, "ledgerEntry": entry}

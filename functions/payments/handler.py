@@ -11,7 +11,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from exactly_once import PermanentError, RecordContext, sqs_consumer
-from exactly_once.ledger import record_effect
+from exactly_once.ledger import append_effect
 
 
 @sqs_consumer(key="paymentId", block_takeover=True)
@@ -29,5 +29,5 @@ def handle(body: dict[str, Any], ctx: RecordContext) -> dict[str, Any]:
         raise RuntimeError(f"simulated transient failure on attempt {ctx.attempt}")
     if work_ms := body.get("workMs"):
         time.sleep(float(work_ms) / 1000)
-    entry = record_effect(ctx, {"kind": "payment", "account": account, "amount": str(amount)})
+    entry = append_effect(ctx, {"kind": "payment", "account": account, "amount": str(amount)})
     return {"paymentId": ctx.key, "account": account, "amount": amount, "ledgerEntry": entry}

@@ -13,7 +13,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from exactly_once import HttpRequest, RequestContext, idempotent_api
-from exactly_once.ledger import record_effect
+from exactly_once.ledger import append_effect
 
 
 def _problem(status: int, title: str, detail: str) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def handle(request: HttpRequest, ctx: RequestContext) -> dict[str, Any]:
         return _problem(503, "Try again", f"simulated transient failure on attempt {ctx.attempt}")
     if work_ms := body.get("workMs"):
         time.sleep(float(work_ms) / 1000)
-    entry = record_effect(ctx, {"kind": "payment", "account": account, "amount": str(amount)})
+    entry = append_effect(ctx, {"kind": "payment", "account": account, "amount": str(amount)})
     payment = {
         "paymentId": ctx.request_id,
         "account": account,

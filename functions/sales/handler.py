@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from exactly_once import NotificationContext, PermanentError, sns_subscriber
-from exactly_once.ledger import record_effect
+from exactly_once.ledger import append_effect
 
 
 @sns_subscriber(key="orderId")
@@ -24,6 +24,7 @@ def handle(message: dict[str, Any], ctx: NotificationContext) -> dict[str, Any]:
         raise RuntimeError(f"simulated transient failure on attempt {ctx.attempt}")
     if work_ms := message.get("workMs"):
         time.sleep(float(work_ms) / 1000)
-    # fenced: a zombie's write is refused, and a retry after a crash does not write it again
-    entry = record_effect(ctx, {"kind": "sale", "amount": amount})
+    # logged per execution, fenced: a zombie's write is refused, and a retry after a crash
+    # does not write it again, so `make run` can count executions per key
+    entry = append_effect(ctx, {"kind": "sale", "amount": amount})
     return {"orderId": ctx.key, "fence": ctx.fence, "ledgerEntry": entry}

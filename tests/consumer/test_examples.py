@@ -59,7 +59,9 @@ def test_orders_records_each_order_once(
 
     entries = ledger(ddb, ledger_table)
     assert Counter(e["pk"]["S"] for e in entries) == {f"o-{n}": 1 for n in range(6)}
-    assert all(e["sk"]["S"] == f"{scope}#effect" for e in entries)  # one key per order
+    # an execution log: one entry per execution, each with an id of its own
+    assert all(e["sk"]["S"].startswith(f"{scope}#effect#") for e in entries)
+    assert len({e["sk"]["S"] for e in entries}) == 6
     [dead] = drain(sqs, deployed_env.dlq_url)
     assert json.loads(dead["Body"]) == {"orderId": "o-bad", "amount": -1}
     assert dead["MessageAttributes"]["eo-error-type"]["StringValue"] == "PermanentError"

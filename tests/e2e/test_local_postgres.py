@@ -57,10 +57,14 @@ def test_run_on_postgres_takes_every_effect_exactly_once(env: dict[str, str]) ->
     out = done.stdout
 
     assert done.returncode == 0, out + done.stderr
-    assert "EXACTLY ONCE: 16/16 keys took effect once, 2 poison message(s) in the DLQs" in out
-    assert "API EXACTLY ONCE: 30/30 keys took effect once" in out
-    assert "TOPIC EXACTLY ONCE: 8/8 keys took effect once in each of SalesCounter (sales), " in out
+    assert "EXACTLY ONCE: 16/16 keys executed once, 2 poison message(s) in the DLQs" in out
+    assert "API EXACTLY ONCE: 30/30 keys executed once" in out
+    assert "TOPIC EXACTLY ONCE: 8/8 keys executed once in each of SalesCounter (sales), " in out
     assert "Traceback" not in done.stderr
+    # The DLQ counts agree: the queue table's own poison, plus the topic's share of the queue.
+    assert re.search(r"in Orders DLQ from these messages\s*│\s*1 \(", out), out
+    assert re.search(r"Orders DLQ in all since the run began \(topic's: 1\)\s*│\s*2\b", out)
+    assert re.search(r"in Orders DLQ from the topic\s*│\s*1 \(NonJsonBody: 1\)", out), out
     logs = "".join(path.read_text(errors="replace") for path in LOG_DIR.glob("*.log"))
     assert "ConfigurationError" not in logs
     # The server went with the run.
@@ -68,6 +72,27 @@ def test_run_on_postgres_takes_every_effect_exactly_once(env: dict[str, str]) ->
     assert found is not None, out
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(f"{found.group(1)} dbname=postgres user=postgres", connect_timeout=5)
+
+
+def test_run_on_postgres_with_the_lock_off_fails_every_verdict(env: dict[str, str]) -> None:
+    """The self-test: the same run with the idempotency lock off in every function process
+    (`--lock-off`); the duplicates execute again, and each verdict, counted from the execution
+    log in PostgreSQL, must see it and fail the run."""
+    args = ["--orders", "20", "--payments", "6", "--poison", "0", "--transient", "0"]
+    args += ["--sales", "12", "--redeliveries", "3", "--duplicates", "0.3", "--lock-off"]
+    done = eonce(env, "run", "--store", "postgres", *args, timeout=600)
+    out = done.stdout
+
+    assert done.returncode == 1, out + done.stderr
+    assert "SELF-TEST: the idempotency lock is OFF" in out
+    for head in ("CHECK FAILED", "API CHECK FAILED", "TOPIC CHECK FAILED"):
+        assert head in out, out
+    # each failure names the keys executed twice or more (at least one per verdict)
+    doubles = [int(n) for n in re.findall(r"executed twice or more: (\d+)", out)]
+    assert len(doubles) == 1 + 1 + 2, out  # queues, API, the topic's two receivers
+    assert all(n > 0 for n in doubles), out
+    assert "EXACTLY ONCE" not in out  # no verdict passed
+    assert "Traceback" not in done.stderr
 
 
 def test_up_on_postgres_serves_the_tools_and_down_stops_its_server(env: dict[str, str]) -> None:

@@ -22,6 +22,7 @@ from local_aws.demo import Workload
 from local_aws.demo_report import build_report
 from local_aws.demo_workload import send_workload
 from local_aws.local_stack import LocalStack
+from local_aws.lock_off import LOCK_OFF_ENV
 from local_aws.poller import Poller, wait_until_drained
 from local_aws.sns_report import build_topic_report, verdict
 from local_aws.sns_worker import SnsDelivery
@@ -199,7 +200,7 @@ def test_the_topic_reaches_its_subscriber_and_the_orders_queue_exactly_once(
 
     assert (sent.published, sent.duplicates, sent.poison, sent.redelivered) == (30, 8, 1, 4)
     assert report.ok, verdict(report)
-    assert verdict(report).startswith("TOPIC EXACTLY ONCE: 21/21 keys took effect once")
+    assert verdict(report).startswith("TOPIC EXACTLY ONCE: 21/21 keys executed once")
     by_name = {r.receiver.name: r for r in report.receivers}
     subscriber = by_name["SalesCounter"]
     assert subscriber.counts is not None
@@ -237,4 +238,93 @@ def test_publish_and_invoke_a_topic_subscriber_through_the_cli(
         KeyConditionExpression="pk = :k",
         ExpressionAttributeValues={":k": {"S": "o-5001"}},
     )["Items"]
-    assert [item["sk"]["S"] for item in ledger] == ["sales#effect"]
+    [entry] = ledger  # one execution, logged with an id of its own
+    assert entry["sk"]["S"].startswith("sales#effect#")
+
+
+# -- the verdicts can fail ------------------------------------------------------------------
+# Each verdict above counts executions per key from the functions' execution log. Run with the
+# idempotency lock off (local_aws.lock_off, the harness's self-test: every delivery acquires a
+# record of its own), the same harness must see the duplicates executed again and fail.
+
+
+def lock_off_environment(stack: LocalStack) -> dict[str, str]:
+    return {**stack.aws_environment, LOCK_OFF_ENV: "1"}
+
+
+def test_with_the_lock_off_the_queue_verdict_fails(stack: LocalStack, tmp_path: Path) -> None:
+    workload = Workload(
+        orders=30, payments=10, duplicate_ratio=0.3, poison=0, transient_ratio=0.0, work_ms=5
+    )
+    sqs = stack.sqs()
+    env = lock_off_environment(stack)
+    with Poller(stack.bindings(), env, workers=2, log_dir=tmp_path) as poller:
+        sent = send_workload(sqs, stack.outputs, workload)
+        urls = [stack.outputs[f"{name}QueueUrl"] for name in sent.sent]
+        drained = wait_until_drained(sqs, urls, timeout_s=180)
+        poller.stop()
+        report = build_report(
+            sqs,
+            stack.ledger(),
+            stack.outputs,
+            sent,
+            totals=poller.totals(),
+            drained=drained,
+            elapsed_s=0,
+        )
+
+    assert report.drained
+    assert not report.ok
+    doubles = report.ledger.double_effects
+    assert doubles
+    assert set(doubles) <= set(sent.expected_keys)
+    # every repeated message ran again: its key's executions are its sends
+    assert sum(n - 1 for n in doubles.values()) >= sent.duplicates
+    assert report.ledger.missing == set()
+
+
+def test_with_the_lock_off_the_api_verdict_fails(stack: LocalStack, tmp_path: Path) -> None:
+    (binding,) = stack.api_bindings()
+    env = lock_off_environment(stack)
+    with ApiServer(binding, env, tmp_path / "api.log") as server:
+        report = run_api_workload(
+            server.endpoint,
+            stack.ledger(),
+            ApiWorkload(payments=6, clients_per_key=3, reused=0, transient_ratio=0.0, seed=3),
+        )
+    assert not report.ok
+    assert report.ledger is not None
+    assert report.ledger.double_effects  # concurrent clients of a key each ran the payment
+    assert report.ledger.missing == set()
+
+
+def test_with_the_lock_off_the_topic_verdict_fails(stack: LocalStack, tmp_path: Path) -> None:
+    subscribers = stack.subscriber_bindings()
+    spec = topic_by_id("Sales")
+    workload = TopicWorkload(
+        sales=12, redeliveries=3, poison=0, transient_ratio=0.0, work_ms=5, seed=9
+    )
+    env = lock_off_environment(stack)
+    with (
+        Poller(stack.bindings(), env, workers=2, log_dir=tmp_path) as poller,
+        SnsDelivery(subscribers, env, workers=2, log_dir=tmp_path) as delivery,
+    ):
+        receivers = topic_receivers(spec, subscribers, poller.bindings, stack.outputs)
+        sns = stack.client("sns")
+        sent = publish_topic_workload(
+            sns, stack.sqs(), "Sales", stack.outputs["SalesTopicArn"], receivers, workload
+        )
+        drained = wait_until_drained(
+            stack.sqs(), [r.delivery_url for r in receivers], timeout_s=180
+        )
+        delivery.stop()
+        poller.stop()
+        report = build_topic_report(
+            stack.sqs(), stack.ledger(), sent, counts=None, drained=drained, elapsed_s=0
+        )
+
+    assert not report.ok
+    assert verdict(report).startswith("TOPIC CHECK FAILED")
+    for receiver in report.receivers:  # the subscriber and the queue: each ran repeats again
+        assert receiver.ledger.double_effects, receiver.receiver.name
+        assert receiver.ledger.missing == set()

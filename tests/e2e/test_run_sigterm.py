@@ -61,9 +61,9 @@ def test_sigterm_during_the_stay_up_phase_stops_every_child(tmp_path: Path) -> N
 
     assert proc.returncode == 0, err  # the report passed; SIGTERM ended the stay-up phase
     assert "EXACTLY ONCE" in out
-    assert "API EXACTLY ONCE: 30/30 keys took effect once" in out
+    assert "API EXACTLY ONCE: 30/30 keys executed once" in out
     # 12 published: 1 poison, 3 the same sale again, so 8 sales, each once per subscriber
-    assert "TOPIC EXACTLY ONCE: 8/8 keys took effect once in each of SalesCounter (sales), " in out
+    assert "TOPIC EXACTLY ONCE: 8/8 keys executed once in each of SalesCounter (sales), " in out
     assert "Orders (orders); 3 re-published and 3 redelivered message(s) suppressed" in out
     assert "SalesCounter on Sales: 2 retries after 0.5s, 1s, timeout 3s" in out
     assert "Orders: batch 10, timeout 3s; Payments: batch 10, timeout 3s" in out

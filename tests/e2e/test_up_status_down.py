@@ -269,7 +269,11 @@ def test_a_published_sale_reaches_its_subscriber_and_the_orders_queue_once(up: U
 
     def effects() -> list[str] | None:
         items = up.client("dynamodb").scan(TableName=table)["Items"]
-        found = sorted(i["sk"]["S"] for i in items if i["pk"]["S"].startswith(f"up-sale-{run}-"))
+        found = sorted(
+            i["sk"]["S"].rsplit("#", 1)[0]  # "<scope>#effect#<execution id>"
+            for i in items
+            if i["pk"]["S"].startswith(f"up-sale-{run}-")
+        )
         return found if len(found) >= 8 else None
 
     def delivered() -> dict[str, Any] | None:

@@ -80,15 +80,15 @@ def test_every_receiver_once_and_the_poison_in_each_dlq_passes() -> None:
     passed = report(ledger(), {"NonJsonBody": 1})
     assert passed.ok
     assert verdict(passed) == (
-        "TOPIC EXACTLY ONCE: 7/7 keys took effect once in each of SalesCounter (sales), "
+        "TOPIC EXACTLY ONCE: 7/7 keys executed once in each of SalesCounter (sales), "
         "Orders (orders); 2 re-published and 3 redelivered message(s) suppressed, "
         "1 poison message(s) in each DLQ"
     )
     rows = dict(describe_receiver(passed.receivers[0]))
     assert rows["SalesCounter (Lambda subscriber): SNS deliveries"] == "13"
     assert rows["  invocations, Lambda's retries included"] == "15"
-    assert rows["  in SalesCounter DLQ"] == "1 (NonJsonBody: 1)"
-    assert rows["  keys with exactly one effect (scope sales)"] == "7/7"
+    assert rows["  in SalesCounter DLQ from the topic"] == "1 (NonJsonBody: 1)"
+    assert rows["  keys executed exactly once (scope sales)"] == "7/7"
     orders = dict(describe_receiver(passed.receivers[1]))
     assert orders["Orders (SQS subscription): messages received"] == "-"  # no counters
 
@@ -96,7 +96,7 @@ def test_every_receiver_once_and_the_poison_in_each_dlq_passes() -> None:
 def test_a_double_effect_a_lost_key_or_a_missing_dead_letter_fails() -> None:
     double = report(ledger(doubles={"s-r1-0": 2}), {"NonJsonBody": 1})
     assert not double.ok
-    assert "doubles=['s-r1-0']" in verdict(double)
+    assert "executed twice or more: 1 ['s-r1-0']" in verdict(double)
     lost = report(ledger(once=6), {"NonJsonBody": 1})
     assert not lost.ok
     assert "SalesCounter: 6/7 once" in verdict(lost)

@@ -15,7 +15,7 @@ plain PutItem gave 228 in the same run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import schema
@@ -38,6 +38,7 @@ def put_once(
     table: str,
     item: dict[str, Any],
     key_names: Sequence[str] | None = None,
+    mark_key: Mapping[str, Any] | None = None,
 ) -> bool:
     """Put `item` (low-level attribute values) into `table` as this key's one effect.
 
@@ -50,6 +51,11 @@ def put_once(
     item key for as long as that item exists, whatever the idempotency record's TTL: give it a
     key derived from the business key. `key_names` are the table's key attributes; by default
     every attribute of `item` is checked, which includes them without a DescribeTable call.
+
+    `mark_key`: the identity the record's mark is derived from, when it is not the item's own
+    key. An append-only log gives each execution an item of its own (the item's condition never
+    refuses) and marks the record by the entry's per-key identity instead, so that the fence
+    alone keeps it to one entry per holder: a zombie is refused, a takeover skips it.
     """
     store, lock = ctx._store, ctx._lock
     if store is None or lock is None:
@@ -62,7 +68,8 @@ def put_once(
         )
     client = store.client
     names = list(key_names) if key_names is not None else list(item)
-    mark = effect_mark(table, {name: item.get(name) for name in names})
+    marked = dict(mark_key) if mark_key is not None else {n: item.get(n) for n in names}
+    mark = effect_mark(table, marked)
     placeholders = {f"#k{i}": name for i, name in enumerate(names)}
     try:
         client.transact_write_items(

@@ -1,9 +1,20 @@
-"""An effect ledger: one item per executed side effect, carrying its fence.
+"""An effect ledger: items that record executed side effects, carrying their fence.
 
-The examples write their effect here so that tests, demos and the chaos harness can count
-effects per key. `record_effect` is the exactly-once way (fenced, see effects.py): its item key
-is derived from the business key (`pk` = key, `sk` = "{scope}#{name}"), so a second effect for a
-key is impossible for as long as the entry exists, even after the idempotency record expired.
+Two fenced ways to write an effect (see effects.py), for two different promises:
+
+- `append_effect` is an append-only execution log: every execution writes an entry of its own
+  (`sk` = "{scope}#{name}#<execution id>", with its attempt, pid and function), so the entries
+  per key count the executions that took effect. Nothing in the item refuses a second one: the
+  fence alone does (the record's mark is derived from the key's "{scope}#{name}"), so a zombie's
+  write is refused and a takeover after a crash between effect and completion skips it. This is
+  what the examples, `make run` and `make chaos` use: their verdicts count executions, so they
+  fail if the lock ever lets a key run twice.
+- `record_effect` is "once per key, ever": its item key is the business key itself (`pk` = key,
+  `sk` = "{scope}#{name}"), so a second effect for a key is impossible for as long as the entry
+  exists, even after the idempotency record expired and a late replay runs the function again.
+  That same property makes it useless as evidence: a count of its items is one per key by
+  construction, whatever the lock did.
+
 `append_entry` is a plain PutItem with a unique sort key, kept to show what happens without
 the fence.
 
@@ -85,11 +96,64 @@ def record_effect(
     return None
 
 
+def execution(attempt: int) -> dict[str, Any]:
+    """Who executed an effect, for its log entry: a fresh id, the attempt, the process and the
+    function (AWS_LAMBDA_FUNCTION_NAME), so a second entry for a key says where it came from."""
+    return {
+        "id": uuid.uuid4().hex,
+        "attempt": attempt,
+        "pid": os.getpid(),
+        "function": os.environ.get("AWS_LAMBDA_FUNCTION_NAME", ""),
+    }
+
+
+def append_effect(
+    ctx: LockedContext, detail: dict[str, Any], table: str | None = None, name: str = "effect"
+) -> str | None:
+    """Log this execution of the key's `name` effect, fenced; None when an earlier holder of
+    this record already did (it died between its effect and its completion).
+
+    The entry's sort key is new every time ("{scope}#{name}#<execution id>"), so the count of
+    entries per key is the count of executions that took effect. The record's mark is derived
+    from the key's "{scope}#{name}", the same for every holder: a zombie is refused
+    (`LeaseLost`), and a takeover finds the mark of a holder that crashed after its effect.
+
+    On the PostgreSQL store the entry goes in the holder's transaction (`table` is not used):
+    it commits with the COMPLETED record, and a zombie's rolls back with its completion.
+    """
+    logged = {**detail, "execution": execution(ctx.attempt)}
+    store = ctx._store
+    if store is not None and store.backend == "postgres":
+        from exactly_once.postgres import ledger
+
+        return ledger.append_effect(ctx, logged, name, logged["execution"]["id"])
+    per_key = f"{ctx.scope}#{name}"
+    item = _entry(
+        ctx.key, f"{per_key}#{logged['execution']['id']}", ctx.fence, ctx.origin_id, logged
+    )
+    mark_key = {"pk": {"S": ctx.key}, "sk": {"S": per_key}}
+    table_name = table or os.environ["LEDGER_TABLE"]
+    if put_once(ctx, table_name, item, key_names=("pk", "sk"), mark_key=mark_key):
+        return str(item["sk"]["S"])
+    return None
+
+
 def append_entry(
-    key: str, fence: int, message_id: str, detail: dict[str, Any], table: str | None = None
+    key: str,
+    fence: int,
+    message_id: str,
+    detail: dict[str, Any],
+    table: str | None = None,
+    sort_prefix: str | None = None,
 ) -> str:
-    """Write one ledger entry and return its sort key. Never overwrites: each key is unique."""
-    item = _entry(key, f"{fence:012d}#{uuid.uuid4().hex}", fence, message_id, detail)
+    """Write one ledger entry and return its sort key. Never overwrites: each key is unique.
+
+    `sort_prefix` ("{scope}#{name}"): the entry takes `append_effect`'s shape
+    ("{scope}#{name}#<execution id>"), so one reader counts both; by default "<fence>#<id>".
+    """
+    unique = uuid.uuid4().hex
+    sort_key = f"{sort_prefix}#{unique}" if sort_prefix else f"{fence:012d}#{unique}"
+    item = _entry(key, sort_key, fence, message_id, detail)
     clients.dynamodb().put_item(
         TableName=table or os.environ["LEDGER_TABLE"],
         Item=item,

@@ -31,6 +31,16 @@ def record_effect(ctx: LockedContext, detail: dict[str, Any], name: str = "effec
     return _insert(ctx, f"{ctx.scope}#{name}", detail)
 
 
+def append_effect(
+    ctx: LockedContext, detail: dict[str, Any], name: str = "effect", execution_id: str = ""
+) -> str:
+    """Log this execution of `name` in the transaction, as a row of its own
+    (`sk` = "{scope}#{name}#<execution id>"): it commits with the completion and a zombie's
+    rolls back with its own, so the rows count the executions that took effect."""
+    sort_key = f"{ctx.scope}#{name}#{execution_id or uuid.uuid4().hex}"
+    return _insert(ctx, sort_key, detail) or sort_key
+
+
 def append_entry(ctx: LockedContext, detail: dict[str, Any]) -> str | None:
     """Write a new entry for this execution in the transaction (no key of its own)."""
     return _insert(ctx, f"{ctx.fence:015d}#{uuid.uuid4().hex}", detail)
