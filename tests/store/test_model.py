@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -46,11 +46,11 @@ from exactly_once import schema
 from exactly_once.config import ConsumerConfig
 from exactly_once.context import RecordContext
 from exactly_once.effects import LeaseLost, put_once
-from exactly_once.errors import PermanentError
+from exactly_once.errors import LockInherited, PermanentError
 from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.processor import RecordProcessor
-from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord
+from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
 from exactly_once.schema import Status
 from exactly_once.sns_messages import from_lambda_record
 from exactly_once.store import IdempotencyStore
@@ -180,6 +180,9 @@ class StoreMachine(RuleBasedStateMachine):
         self.block = False
         self.processor: RecordProcessor | None = None
         self.holders: dict[int, tuple[str, Lock] | None] = dict.fromkeys(WORKERS)
+        self.executions: dict[int, str | None] = dict.fromkeys(WORKERS)  # each holder's resume_id
+        # Per key: a durable holder suspended inside its block (its execution, its lock).
+        self.suspended: dict[str, tuple[str, Lock]] = {}
         self.max_fence: dict[str, int] = {}
         self.effect_fences: dict[str, set[int]] = {key: set() for key in KEYS}
         self.running: str | None = None  # the key whose delivery is running the handler now
@@ -323,6 +326,13 @@ class StoreMachine(RuleBasedStateMachine):
         expected=st.sampled_from((None, 1_000, LEASE_MS * 2)),  # `once`'s expected duration
     )
     def hold(self, worker: int, key: str, expected: int | None) -> None:
+        self._hold(worker, key, expected)
+
+    def _hold(
+        self, worker: int, key: str, expected: int | None, execution: str | None = None
+    ) -> Acquisition | None:
+        """`hold`, for a durable execution too (`execution`, its resume_id); the acquisition,
+        or None when the store could not be reached."""
         before = self._raw(key)
         self.faults.fired = False
         try:
@@ -333,20 +343,23 @@ class StoreMachine(RuleBasedStateMachine):
                 owner=f"w{worker}",
                 block_takeover=self.block,
                 expected_duration_ms=expected,
+                resume_id=execution,
             )
         except Exception:
             assert self.faults.fired
-            return
+            return None
         if got.status is AcquireStatus.ACQUIRED:
             assert got.lock is not None
             if self._live(before) and before is not None:
                 assert before.status is not Status.COMPLETED, "a completed key was acquired"
             self._saw_fence(key, got.lock.fence)
             self.holders[worker] = (key, got.lock)
+            self.executions[worker] = execution
             held = self._raw(key)
             if expected is not None and held is not None and held.lock_token == got.lock.token:
                 now_ms = int(self.clock() * 1000)
                 assert held.expected_by_ms == now_ms + expected
+        return got
 
     def _held(self, worker: int) -> tuple[str, Lock]:
         held = self.holders[worker]
@@ -401,6 +414,112 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(worker=st.sampled_from(WORKERS))
     def holder_dies(self, worker: int) -> None:
         self.holders[worker] = None
+
+    # -- clones and durable suspensions ----------------------------------------------------
+
+    @precondition(lambda self: any(self.holders.values()))
+    @rule(data=st.data(), write=st.sampled_from(("complete", "fail", "extend", "effect")))
+    def fork(self, data: st.DataObject, write: str) -> None:
+        """A holder's process forks: the child has the holder's Lock, of the parent's
+        generation, not its own (a copy of another generation here). Whatever it writes with
+        it is refused with LockInherited and changes nothing; the parent holds on."""
+        self._fork(data.draw(st.sampled_from([w for w, h in self.holders.items() if h])), write)
+
+    def _fork(self, worker: int, write: str) -> None:
+        key, lock = self._held(worker)
+        clone = replace(lock, generation=lock.generation - 1)
+        before, effect_before = self._raw(key), self._effect_exists(key)
+        try:
+            if write == "complete":
+                self.store.complete(clone, {"by": "clone"})
+            elif write == "fail":
+                self.store.fail(clone, ErrorInfo("Clone", "x", retryable=False))
+            elif write == "extend":
+                self.store.extend(clone, LEASE_MS)
+            else:
+                ctx = RecordContext("clone", key, clone.fence, 1, {}, None, self.store, clone)
+                put_once(ctx, self.env.effects, self._effect_item(key))
+            refused = False
+        except LockInherited:
+            refused = True
+        assert refused, f"a clone's {write} was not refused"
+        assert (self._raw(key), self._effect_exists(key)) == (before, effect_before)
+
+    @rule(
+        worker=st.sampled_from(WORKERS),
+        key=st.sampled_from(KEYS),
+        execution=st.sampled_from(("e1", "e2")),
+    )
+    def durable_hold(self, worker: int, key: str, execution: str) -> None:
+        """A durable execution takes the key (resume_id = its id)."""
+        self._hold(worker, key, None, execution)
+
+    @precondition(lambda self: any(h and self.executions[w] for w, h in self.holders.items()))
+    @rule(data=st.data())
+    def durable_suspend(self, data: st.DataObject) -> None:
+        """A durable holder's invocation is suspended inside its block: no outcome is
+        written, and the record stays IN_PROGRESS under its lock, for its replay."""
+        durable = [w for w, h in self.holders.items() if h and self.executions[w]]
+        self._suspend(data.draw(st.sampled_from(durable)))
+
+    def _suspend(self, worker: int) -> None:
+        key, lock = self._held(worker)
+        execution = self.executions[worker]
+        assert execution is not None
+        self.holders[worker] = None
+        record = self._raw(key)
+        if record is not None and record.lock_token == lock.token:
+            assert (record.status, record.resume_id) == (Status.IN_PROGRESS, execution)
+        self.suspended[key] = (execution, lock)
+
+    @precondition(lambda self: bool(self.suspended))
+    @rule(data=st.data(), worker=st.sampled_from(WORKERS))
+    def durable_resume(self, data: st.DataObject, worker: int) -> None:
+        """The replay presents the same resume_id: while the record is still the suspended
+        lock's it resumes it with a higher fence, and the suspended invocation's writes and
+        effect are refused from then on."""
+        self._resume(data.draw(st.sampled_from(sorted(self.suspended))), worker)
+
+    def _resume(self, key: str, worker: int) -> None:
+        execution, suspended = self.suspended.pop(key)
+        before = self._raw(key)
+        own = (
+            self._live(before)
+            and before is not None
+            and before.status is Status.IN_PROGRESS
+            and before.lock_token == suspended.token
+        )
+        got = self._hold(worker, key, None, execution)
+        if got is None or self.faults.fired:
+            return  # unknown whether it was taken
+        if own:
+            assert got.status is AcquireStatus.ACQUIRED, got.status
+            assert got.resumed, "a replay did not resume its own suspended lock"
+            assert got.lock is not None
+            assert got.lock.fence > suspended.fence
+        if self.max_fence[key] <= suspended.fence:
+            return
+        ctx = RecordContext("late", key, suspended.fence, 1, {}, None, self.store, suspended)
+        effect_before = self._effect_exists(key)
+        for action in ("extend", "fail", "complete", "effect"):
+            self.faults.fired = False
+            try:
+                if action == "effect":
+                    assert not put_once(ctx, self.env.effects, self._effect_item(key))
+                    continue
+                if action == "extend":
+                    written = self.store.extend(suspended, LEASE_MS)
+                elif action == "fail":
+                    written = self.store.fail(suspended, ErrorInfo("Late", "x", retryable=True))
+                else:
+                    written = self.store.complete(suspended, {"by": "suspended"})
+            except LeaseLost:
+                continue
+            except Exception:
+                assert self.faults.fired
+                continue
+            assert not written.ok, f"the suspended invocation's {action} was written"
+        assert self._effect_exists(key) == effect_before
 
     # -- time and faults -------------------------------------------------------------------
 
@@ -472,5 +591,28 @@ def test_the_store_keeps_its_promises_under_interleavings_and_faults(env: Env) -
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
             ),
         )
+    finally:
+        ENV = None
+
+
+def test_a_fork_and_a_durable_suspension_the_search_may_take_long_to_reach(env: Env) -> None:
+    """The model's own rules and checks, through a fork and a durable suspension explicitly:
+    a durable holder forks (each write of the child's refused), suspends, and its replay in
+    another process resumes the lock after its lease ran out; the suspended writes are refused."""
+    global ENV
+    ENV = env
+    try:
+        machine = StoreMachine()
+        machine.configure(block=True)  # a resume is not a takeover to block
+        machine._hold(0, "k0", None, "e1")
+        for write in ("complete", "fail", "extend", "effect"):
+            machine._fork(0, write)
+        machine._suspend(0)
+        machine.advance(LEASE_MS / 1000 + 1)
+        machine._resume("k0", 1)
+        assert machine.holders[1] is not None  # the replay holds the key again
+        machine.at_most_one_effect_per_key()
+        machine.expires_at_outlives_every_live_lease()
+        machine.teardown()
     finally:
         ENV = None

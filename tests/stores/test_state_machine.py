@@ -27,7 +27,7 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any, Protocol
 
@@ -48,11 +48,11 @@ from exactly_once import processor as processor_module
 from exactly_once.config import ConsumerConfig
 from exactly_once.context import RecordContext
 from exactly_once.effects import LeaseLost, put_once
-from exactly_once.errors import PermanentError
+from exactly_once.errors import ConfigurationError, LockInherited, PermanentError
 from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome
 from exactly_once.processor import RecordProcessor
-from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord
+from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
 from exactly_once.schema import Status
 from exactly_once.stores import Store
 from tests.conftest import FakeClock
@@ -63,6 +63,7 @@ LEASE_MS = 10_000
 TTL_S = 120
 BEHAVIOURS = ("ok", "raise", "permanent", "cancel")
 EXECUTIONS = (None, "e1", "e2")  # resume_id: none, or one of two durable executions
+CLONE_WRITES = ("complete", "fail", "extend", "effect", "transaction", "discard")
 UNKNOWN = "?"  # the model cannot tell who acquired last (an acquire whose reply never came)
 
 
@@ -129,6 +130,9 @@ class StateMachine(RuleBasedStateMachine):
         self.block = False
         self.processor: RecordProcessor | None = None
         self.holders: dict[int, tuple[str, Lock] | None] = dict.fromkeys(WORKERS)
+        self.executions: dict[int, str | None] = dict.fromkeys(WORKERS)  # each holder's resume_id
+        # Per key: a durable holder suspended inside its block (its execution, its lock).
+        self.suspended: dict[str, tuple[str, Lock]] = {}
         self.pending_effect: dict[int, bool] = {}  # PostgreSQL: told, awaiting its commit
         self.max_fence: dict[str, int] = {}
         self.told: dict[str, set[int]] = {key: set() for key in KEYS}  # effects that took place
@@ -231,6 +235,10 @@ class StateMachine(RuleBasedStateMachine):
         """`execution`: a durable execution's id (resume_id). Both workers may present the
         same one (a replay in another process while the first invocation still runs): the
         resume makes the earlier holder a zombie, which the fence must keep out."""
+        self._hold(worker, key, execution)
+
+    def _hold(self, worker: int, key: str, execution: str | None) -> Acquisition | None:
+        """`hold`, returning the acquisition (None when the store could not be reached)."""
         if self.holders[worker] is not None:
             self._abandon(worker)
         before = self.backend.raw(self.scope, key)
@@ -247,7 +255,7 @@ class StateMachine(RuleBasedStateMachine):
         except Exception:
             assert self.faults.fired
             self.latest[key] = UNKNOWN
-            return
+            return None
         if got.status is AcquireStatus.ACQUIRED:
             assert got.lock is not None
             if self._live(before) and before is not None:
@@ -263,7 +271,9 @@ class StateMachine(RuleBasedStateMachine):
             self.latest[key] = execution
             self._saw_fence(key, got.lock.fence)
             self.holders[worker] = (key, got.lock)
+            self.executions[worker] = execution
             self.pending_effect[worker] = False
+        return got
 
     def _held(self, worker: int) -> tuple[str, Lock]:
         held = self.holders[worker]
@@ -355,6 +365,8 @@ class StateMachine(RuleBasedStateMachine):
             return
         if action == "complete" and written.ok and pending:
             self.told[key].add(lock.fence)
+            # Committed with the completion: nothing (a clone's discard) rolled it back.
+            assert lock.fence in self.backend.effect_fences(self.scope, key), "effect lost"
         self._abandon(worker)
 
     @precondition(lambda self: any(self.holders.values()))
@@ -362,6 +374,141 @@ class StateMachine(RuleBasedStateMachine):
     def holder_dies(self, worker: int) -> None:
         if self.holders[worker] is not None:
             self._abandon(worker)
+
+    # -- clones and durable suspensions ----------------------------------------------------
+
+    @precondition(lambda self: any(self.holders.values()))
+    @rule(data=st.data(), write=st.sampled_from(CLONE_WRITES))
+    def fork(self, data: st.DataObject, write: str) -> None:
+        """A holder's process forks. The child has the holder's Lock, of the parent's
+        generation: not its own, which moved on at the fork (modelled by a copy whose
+        generation is not this process's). Every write and effect it makes with it is
+        refused with LockInherited and changes nothing; its discard ends nothing of the
+        parent's (whose pending effect must still commit with its completion, `_write`).
+        The parent holds on, through the other rules."""
+        self._fork(data.draw(st.sampled_from([w for w, h in self.holders.items() if h])), write)
+
+    def _fork(self, worker: int, write: str) -> None:
+        key, lock = self._held(worker)
+        clone = replace(lock, generation=lock.generation - 1)
+        assert clone.inherited
+        before = self.backend.raw(self.scope, key)
+        effects_before = self.backend.effect_fences(self.scope, key)
+        try:
+            self._clone_write(clone, key, write)
+            refused = False
+        except LockInherited:
+            refused = True
+        except ConfigurationError:  # DynamoDB lends no transaction to anyone, clone or not
+            refused = write == "transaction" and not self.transactional
+        assert refused or write == "discard", f"a clone's {write} was not refused"
+        assert self.backend.raw(self.scope, key) == before, f"a clone's {write} changed it"
+        assert self.backend.effect_fences(self.scope, key) == effects_before
+
+    def _clone_write(self, clone: Lock, key: str, write: str) -> None:
+        if write == "complete":
+            self.store.complete(clone, {"by": "clone"})
+        elif write == "fail":
+            self.store.fail(clone, ErrorInfo("Clone", "x", retryable=False))
+        elif write == "extend":
+            self.store.extend(clone, LEASE_MS)
+        elif write == "transaction":
+            self.store.transaction(clone)
+        elif write == "discard":
+            self.store.discard(clone)
+        else:
+            ctx = RecordContext(
+                "clone", key, clone.fence, clone.attempt, {}, None, self.store, clone
+            )
+            self.backend.apply_effect(ctx)
+
+    @precondition(lambda self: any(h and self.executions[w] for w, h in self.holders.items()))
+    @rule(data=st.data())
+    def durable_suspend(self, data: st.DataObject) -> None:
+        """A durable holder's invocation is suspended inside its block (a wait): it writes no
+        outcome, its open transaction rolls back, and its record stays IN_PROGRESS under its
+        lock and execution, for the replay to resume."""
+        durable = [w for w, h in self.holders.items() if h and self.executions[w]]
+        self._suspend(data.draw(st.sampled_from(durable)))
+
+    def _suspend(self, worker: int) -> None:
+        key, lock = self._held(worker)
+        execution = self.executions[worker]
+        assert execution is not None
+        self._abandon(worker)
+        record = self.backend.raw(self.scope, key)
+        if record is not None and record.lock_token == lock.token:  # still its own
+            assert (record.status, record.resume_id) == (Status.IN_PROGRESS, execution)
+        self.suspended[key] = (execution, lock)
+
+    @precondition(lambda self: bool(self.suspended))
+    @rule(data=st.data(), worker=st.sampled_from(WORKERS))
+    def durable_resume(self, data: st.DataObject, worker: int) -> None:
+        """The execution's replay presents the same resume_id: while the record is still the
+        suspended lock's, it resumes it, with a higher fence; from then on every write of the
+        suspended invocation is refused."""
+        self._resume(data.draw(st.sampled_from(sorted(self.suspended))), worker)
+
+    def _resume(self, key: str, worker: int) -> None:
+        execution, suspended = self.suspended.pop(key)
+        before = self.backend.raw(self.scope, key)
+        own = (
+            self._live(before)
+            and before is not None
+            and before.status is Status.IN_PROGRESS
+            and before.lock_token == suspended.token
+        )
+        got = self._hold(worker, key, execution)
+        if got is None or self.faults.fired:
+            return  # unknown whether it was taken
+        if own:
+            assert got.status is AcquireStatus.ACQUIRED, got.status
+            assert got.resumed, "a replay did not resume its own suspended lock"
+            assert got.lock is not None
+            assert got.lock.fence > suspended.fence
+        if self.max_fence[key] > suspended.fence:
+            self._refused_after_resume(key, suspended)
+
+    def _refused_after_resume(self, key: str, suspended: Lock) -> None:
+        """The suspended invocation, superseded, can write nothing: no outcome, no lease, no
+        effect (on PostgreSQL its effect's transaction never commits: its completion fails)."""
+        effects_before = self.backend.effect_fences(self.scope, key)
+        for action in ("extend", "fail", "effect", "complete"):
+            self.faults.fired = False
+            try:
+                if action == "extend":
+                    written = self.store.extend(suspended, LEASE_MS)
+                elif action == "fail":
+                    written = self.store.fail(suspended, ErrorInfo("Late", "x", retryable=True))
+                elif action == "complete":
+                    written = self.store.complete(suspended, {"by": "suspended"})
+                else:
+                    ctx = RecordContext(
+                        "late",
+                        key,
+                        suspended.fence,
+                        suspended.attempt,
+                        {},
+                        None,
+                        self.store,
+                        suspended,
+                    )
+                    applied = self.backend.apply_effect(ctx)
+                    assert self.transactional or not applied, "a superseded effect was applied"
+                    continue
+            except LeaseLost:
+                assert action == "effect"
+                continue
+            except Exception as exc:
+                blocked = type(exc).__name__ == "LockNotAvailable"
+                assert self.faults.fired or blocked, repr(exc)  # noqa: PT017 (a model)
+                self.store.discard(suspended)
+                continue
+            assert not written.ok, f"the suspended invocation's {action} was written"
+        self.store.discard(suspended)
+        if self.transactional:  # (DynamoDB's effect before the suspension stays: put_once)
+            assert suspended.fence not in self.backend.effect_fences(self.scope, key)
+        assert self.backend.effect_fences(self.scope, key) <= effects_before
 
     # -- time and faults -------------------------------------------------------------------
 
@@ -577,13 +724,40 @@ def test_the_store_keeps_its_promises_on_both_backends(backend: Backend) -> None
         (("hold", 0, "k0", "e1"), ("advance",), ("hold", 1, "k0", None), ("hold", 0, "k0", "e1")),
         # A replay in another process while the first invocation runs: the first is fenced out.
         (("hold", 0, "k0", "e1"), ("hold", 1, "k0", "e1"), ("write", 0), ("write", 1)),
+        # A fork while the holder's effect waits in its transaction: every write of the
+        # child's is refused, its discard ends nothing, and the parent's effect commits.
+        (
+            ("hold", 0, "k0", None),
+            ("effect", 0),
+            *(("fork", 0, write) for write in CLONE_WRITES),
+            ("write", 0),
+        ),
+        # A durable holder suspends after its effect; its replay (in another process) resumes
+        # the lock, before and after the lease ran out, and the suspended writes are refused.
+        (
+            ("hold", 0, "k0", "e1"),
+            ("effect", 0),
+            ("suspend", 0),
+            ("resume", "k0", 1),
+            ("suspend", 1),
+            ("advance",),
+            ("resume", "k0", 0),
+            ("effect", 0),
+            ("write", 0),
+        ),
     ],
-    ids=["takeover-then-replay", "replay-beside-its-first-invocation"],
+    ids=[
+        "takeover-then-replay",
+        "replay-beside-its-first-invocation",
+        "fork-while-holding",
+        "durable-suspend-and-replay",
+    ],
 )
 def test_the_resume_scenarios_the_search_may_take_long_to_reach(
     backend: Backend, steps: tuple[tuple[Any, ...], ...]
 ) -> None:
-    """The model's own rules and checks, driven through two resume_id scenarios explicitly."""
+    """The model's own rules and checks, driven through resume_id, fork and suspension
+    scenarios explicitly."""
     machine = type(f"{backend.name.title()}StateMachine", (StateMachine,), {"backend": backend})()
     machine.configure(block=False)
     for step in steps:
@@ -591,6 +765,14 @@ def test_the_resume_scenarios_the_search_may_take_long_to_reach(
             machine.hold(*step[1:])
         elif step[0] == "advance":
             machine.advance(LEASE_MS / 1000 + 1)
+        elif step[0] == "effect":
+            machine._effect(step[1])
+        elif step[0] == "fork":
+            machine._fork(step[1], step[2])
+        elif step[0] == "suspend":
+            machine._suspend(step[1])
+        elif step[0] == "resume":
+            machine._resume(step[1], step[2])
         else:
             machine._write(step[1], "complete")
         machine.at_most_one_effect_per_key()
