@@ -29,6 +29,8 @@ TERMINATE = "terminate"
 def statement_label(sql: str) -> str:
     """A short name for one of the store's statements (or the first keyword of another)."""
     text = " ".join(sql.split())
+    if text.startswith("SET LOCAL statement_timeout"):  # the completion's own bound, then it
+        text = text.split(";", 1)[-1].strip()
     for prefix, label in (
         ("WITH acquired", "acquire"),
         ("WITH written", "fenced write"),
@@ -40,7 +42,7 @@ def statement_label(sql: str) -> str:
     ):
         if text.startswith(prefix):
             return label
-    return text.split(" ", 1)[0].upper() if text else "empty"
+    return text.split(" ", 1)[0].rstrip(";").upper() if text else "empty"  # "BEGIN; SET LOCAL …"
 
 
 def _cstring(body: bytes, start: int) -> tuple[str, int]:

@@ -30,6 +30,8 @@ def kind_of(sql: Any) -> str:
     """Which of the store's statements this is (the business function's are "business")."""
     text = sql.decode() if isinstance(sql, bytes) else str(sql)
     head = text.lstrip()
+    if head.startswith("SET LOCAL statement_timeout"):  # the completion's own bound, then it
+        head = head.split(";", 1)[-1].lstrip()
     if head.startswith("WITH acquired"):
         return "acquire"
     if head.startswith(("WITH written", "UPDATE exactly_once.records SET status = 'FAILED'")):

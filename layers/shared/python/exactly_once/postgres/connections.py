@@ -19,7 +19,7 @@ import psycopg
 from exactly_once import lifecycle
 from exactly_once.config import env_bool, env_choice, env_int
 from exactly_once.errors import ConfigurationError
-from exactly_once.postgres.session import session_settings
+from exactly_once.postgres.session import lent_settings, session_settings
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -69,7 +69,7 @@ def new_pool(conninfo: str, purpose: str = STATEMENTS) -> ConnectionPool[Connect
     return ConnectionPool(
         conninfo,
         connection_class=HolderConnection,
-        kwargs=lambda: _connect_kwargs(conninfo),
+        kwargs=lambda: _connect_kwargs(conninfo, purpose),
         min_size=0,
         # A batch runs 10 records at a time (BATCH_CONCURRENCY): each may hold one
         # transaction and run one statement at once.
@@ -160,7 +160,7 @@ def connect(conninfo: str) -> Connection[Any]:
     return psycopg.connect(checked(conninfo), **_connect_kwargs(conninfo))
 
 
-def _connect_kwargs(conninfo: str) -> dict[str, Any]:
+def _connect_kwargs(conninfo: str, purpose: str = STATEMENTS) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "connect_timeout": env_int("IDEMPOTENCY_PG_CONNECT_TIMEOUT", 5),
@@ -171,7 +171,8 @@ def _connect_kwargs(conninfo: str) -> dict[str, Any]:
     }
     # "server": the server or RDS Proxy sets them (init_query), so sending them would only pin.
     if env_choice("IDEMPOTENCY_PG_SESSION_SETTINGS", SESSION_SETTINGS_MODES, "startup") != "server":
-        kwargs["options"] = " ".join(f"-c {k}={v}" for k, v in session_settings().items())
+        settings = lent_settings() if purpose == TRANSACTIONS else session_settings()
+        kwargs["options"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
     password = _password(conninfo)
     if password is not None:
         kwargs["password"] = password

@@ -15,15 +15,24 @@ IDLE_IN_TRANSACTION_MS = 60_000
 
 
 def session_settings() -> dict[str, int]:
-    """The settings, in milliseconds (IDEMPOTENCY_PG_LOCK_TIMEOUT_MS and
-    IDEMPOTENCY_PG_IDLE_IN_TRANSACTION_MS override two of them)."""
+    """The settings, in milliseconds (IDEMPOTENCY_PG_STATEMENT_TIMEOUT_MS,
+    IDEMPOTENCY_PG_LOCK_TIMEOUT_MS and IDEMPOTENCY_PG_IDLE_IN_TRANSACTION_MS override them)."""
     return {
-        "statement_timeout": STATEMENT_TIMEOUT_MS,
+        "statement_timeout": env_int("IDEMPOTENCY_PG_STATEMENT_TIMEOUT_MS", STATEMENT_TIMEOUT_MS),
         "lock_timeout": env_int("IDEMPOTENCY_PG_LOCK_TIMEOUT_MS", LOCK_TIMEOUT_MS),
         "idle_in_transaction_session_timeout": env_int(
             "IDEMPOTENCY_PG_IDLE_IN_TRANSACTION_MS", IDLE_IN_TRANSACTION_MS
         ),
     }
+
+
+def lent_settings() -> dict[str, int]:
+    """The settings of the connections lent to holders (`ctx.transaction`): the same, but no
+    statement_timeout. The store's bound is for its own statements; a holder's business
+    statements run under the database's own setting, and the completion sets the store's for
+    itself (`SET LOCAL`, store._COMPLETE_AND_COMMIT). A frozen holder's idle transaction is
+    still ended after idle_in_transaction_session_timeout."""
+    return {k: v for k, v in session_settings().items() if k != "statement_timeout"}
 
 
 def init_query() -> str:

@@ -38,6 +38,7 @@ from exactly_once.messages import sanitise
 from exactly_once.postgres import connections
 from exactly_once.postgres.clock import LEASE, NOW_MS, NOW_S, TTL_WITH_LEASE
 from exactly_once.postgres.rows import COLUMNS, record_from_row
+from exactly_once.postgres.session import session_settings
 from exactly_once.records import (
     AcquireStatus,
     Acquisition,
@@ -462,7 +463,8 @@ class PostgresStore:
         inside it, never a commit of its own; commit, rollback and close are refused while the
         connection is lent (connections.HolderConnection). The record's row is not locked by
         it: a takeover stays possible while the business writes run, and the completion,
-        fenced on the token, then fails and rolls them back.
+        fenced on the token, then fails and rolls them back. The holder's statements run under
+        the database's own statement_timeout, not the store's (`_BEGIN`).
         """
         lock.own()  # a fork child's copy of the parent's lock is refused (LockInherited)
         with self._open_lock:
@@ -474,7 +476,7 @@ class PostgresStore:
         # holder's, used by one thread at a time, so no one else opens it meanwhile.
         conn = self.transaction_pool.getconn()
         try:
-            conn.execute("BEGIN")
+            conn.execute(_BEGIN)
         except BaseException:
             self.transaction_pool.putconn(conn)
             raise
@@ -521,8 +523,9 @@ class PostgresStore:
         """
         import psycopg
 
+        bounded = {**params, "timeout_ms": session_settings()["statement_timeout"]}
         try:
-            conn.execute(_bound(conn, _COMPLETE_AND_COMMIT, params))
+            conn.execute(_bound(conn, _COMPLETE_AND_COMMIT, bounded))
         except psycopg.errors.DivisionByZero:  # no row matched: the lease was lost
             self._finish_quietly(conn)
             return WriteResult(WriteStatus.LEASE_LOST, current=self.get_by_id(lock.record_id))
@@ -714,11 +717,18 @@ _COMPLETE = (
     "pending_at_ms = NULL, result = %(res)s, result_sha256 = %(rsha)s, "
     "result_size = %(rsize)s, result_omitted = %(romit)s"
 )
-# The holder's completion and its COMMIT as one simple-protocol query (one round trip): when the
-# fence refuses, `1 / count(*)` divides by zero, the transaction aborts, and the COMMIT after it
-# never runs. Multi-statement queries cannot carry bound parameters, so `_bound` quotes the
-# values client-side (psycopg's own literal quoting).
+# The holder's transaction: its business statements run under the database's own
+# statement_timeout (the lent connections are opened without the store's, and behind RDS Proxy
+# its init query's is undone for the transaction), so slow business work is not cut off by a
+# bound meant for the store's short statements. One round trip, as BEGIN alone was.
+_BEGIN = "BEGIN; SET LOCAL statement_timeout TO DEFAULT"
+# The holder's completion and its COMMIT as one simple-protocol query (one round trip), bounded
+# by the store's statement_timeout again: when the fence refuses, `1 / count(*)` divides by
+# zero, the transaction aborts, and the COMMIT after it never runs. Multi-statement queries
+# cannot carry bound parameters, so `_bound` quotes the values client-side (psycopg's own
+# literal quoting). Each statement of the query gets the timeout in effect when it starts.
 _COMPLETE_AND_COMMIT = (
+    "SET LOCAL statement_timeout = %(timeout_ms)s; "
     f"WITH done AS (UPDATE exactly_once.records SET {_COMPLETE} {_FENCED} RETURNING 1) "
     "SELECT 1 / count(*) FROM done; COMMIT"
 )
