@@ -149,7 +149,7 @@ def test_a_transient_renewal_failure_is_retried_at_the_next_beat(store: Store, s
     beat = held.lock._beat
     assert beat is not None
     real = beat.store
-    failures = []
+    failures: list[int] = []
 
     class Throttled:
         def extend(self, lock: Any, lease_ms: int) -> Any:
