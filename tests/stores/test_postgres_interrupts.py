@@ -69,7 +69,8 @@ def _store(
     pg_dsn: str, clock: FakeClock, pool: ConnectionPool[Any], plan: dict[str, str]
 ) -> tuple[PostgresStore, FaultyPool]:
     interrupting = _InterruptingPool(pool, lambda kind: plan.pop(kind, None))
-    return PostgresStore(pg_dsn, clock=clock, transaction_pool=interrupting), interrupting
+    pools: dict[str, Any] = {"transaction_pool": interrupting}  # a stand-in for the real pool
+    return PostgresStore(pg_dsn, clock=clock, **pools), interrupting
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
@@ -124,7 +125,7 @@ def test_an_interrupted_rollback_gives_its_connection_back(
     assert got.lock is not None
     insert_entry(store.transaction(got.lock), key, got.lock.fence)
     lock = got.lock
-    ending = {
+    ending: Callable[[], object] = {
         "fail": lambda: store.fail(lock, ErrorInfo("X", "x", retryable=True)),
         "discard": lambda: store.discard(lock),
     }[end]
