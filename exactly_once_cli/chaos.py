@@ -80,6 +80,15 @@ def chaos_cmd(
             "--markdown docs/chaos-postgres.md)."
         ),
     ] = StoreKind.DYNAMODB,
+    lock_off: Annotated[
+        bool,
+        typer.Option(
+            "--lock-off",
+            help="Self-test of the books: the workers run with the layer's idempotency lock "
+            "off (every delivery acquires a record of its own), so the layer's verdict must "
+            "FAIL with keys executed more than once.",
+        ),
+    ] = False,
 ) -> None:
     """Inject crashes, zombies, throttles, lost deletes, duplicates and poison; check the books.
 
@@ -105,7 +114,12 @@ def chaos_cmd(
         pause_s=pause,
         drain_timeout_s=timeout,
         store=store,
+        lock_off=lock_off,
     )
+    if lock_off and markdown is not None:
+        raise typer.BadParameter(
+            "a --lock-off run is a self-test: it writes no docs page", param_hint="--markdown"
+        )
     if store is StoreKind.POSTGRES and markdown is not None and markdown.name == "chaos.md":
         raise typer.BadParameter(
             "docs/chaos.md is the DynamoDB run's page; write this one to docs/chaos-postgres.md",

@@ -3,7 +3,10 @@
 Counters reported by workers cannot be trusted for this (a killed worker reports nothing), so
 every invariant is read back from where the effects and the messages ended up:
 
-* each planned business key has exactly one ledger item;
+* each planned business key was executed exactly once: every column writes the same
+  append-only execution log (one entry per execution, `sk` = "{scope}#effect#<execution id>"),
+  so the entries per key count executions, and a lock or fence that let a key run twice shows
+  as a second entry (`--lock-off` proves it: the books then fail);
 * every sent message was processed (its key took effect) or is in the DLQ with its reason;
 * no idempotency record is left IN_PROGRESS past its lease, or FAILED-but-retryable, once
   nothing is in flight (either would be work that silently never finishes).
@@ -51,7 +54,7 @@ class DeadLetter:
 class Verdict:
     expected: int = 0
     exactly_once: int = 0
-    doubles: dict[str, int] = field(default_factory=dict)  # key -> ledger items
+    doubles: dict[str, int] = field(default_factory=dict)  # key -> executions (log entries)
     double_causes: Counter[str] = field(default_factory=Counter)
     missing: set[str] = field(default_factory=set)  # keys with no effect at all
     processed: int = 0  # messages whose key took effect
@@ -86,11 +89,20 @@ def read_ledger(ddb: DynamoDBClient, table: str) -> dict[str, list[LedgerEntry]]
             entry = LedgerEntry(
                 key=item["pk"]["S"],
                 fence=int(item.get("fence", {}).get("N", "0")),
-                pid=detail.get("pid"),
+                pid=writer_pid(detail),
                 written_at_ms=int(item.get("written_at_ms", {}).get("N", "0")),
             )
             entries.setdefault(entry.key, []).append(entry)
     return entries
+
+
+def writer_pid(detail: Any) -> int | None:
+    """The process that wrote an entry: the consumer's own note, else the log's execution."""
+    if not isinstance(detail, dict):
+        return None
+    execution = detail.get("execution")
+    pid = detail.get("pid", execution.get("pid") if isinstance(execution, dict) else None)
+    return pid if isinstance(pid, int) else None
 
 
 def drain_dead_letters(sqs: SQSClient, queue_url: str) -> list[DeadLetter]:

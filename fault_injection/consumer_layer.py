@@ -1,4 +1,4 @@
-"""The orders consumer on this layer, with the effect fenced (the pattern) or not (the example)."""
+"""The orders consumer on this layer, with its execution log fenced (the pattern) or not."""
 
 from __future__ import annotations
 
@@ -26,5 +26,7 @@ def handle_unfenced(body: Any, ctx: RecordContext) -> dict[str, Any]:
         body,
         ctx.key,
         receive_count(ctx.record),
-        lambda amount: append_unfenced(ctx.key, ctx.fence, ctx.message_id, amount),
+        lambda amount: append_unfenced(
+            ctx.key, ctx.fence, ctx.message_id, amount, ctx.attempt, ctx.scope
+        ),
     )

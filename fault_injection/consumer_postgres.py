@@ -1,9 +1,10 @@
 """The orders consumer on the PostgreSQL store, its effect written in the holder's transaction.
 
-The effect is `exactly_once.postgres.ledger.append_entry`: a plain INSERT whose sort key is
-new for every execution, so nothing in the row itself refuses a second one. It goes in
-`ctx.transaction`, which commits with the fenced COMPLETED update or not at all: only that
-transaction keeps the effects at one per key, and the run measures exactly that.
+The effect is the layer's execution log, `exactly_once.ledger.append_effect`: on PostgreSQL a
+plain INSERT whose sort key is new for every execution ("{scope}#effect#<execution id>"), so
+nothing in the row itself refuses a second one. It goes in `ctx.transaction`, which commits
+with the fenced COMPLETED update or not at all: only that transaction keeps the effects at one
+per key, and the run measures exactly that.
 
 The store's pool is wrapped in `FaultyPool`, so its statements meet the run's connection drops
 and lost replies. The decorator opens its store from the configuration and offers no way to
@@ -20,7 +21,7 @@ from exactly_once import RecordContext
 from exactly_once.config import ConsumerConfig
 from exactly_once.consumer import SqsConsumer
 from exactly_once.errors import ConfigurationError
-from exactly_once.postgres.ledger import append_entry
+from exactly_once.ledger import append_effect
 from exactly_once.postgres.store import PostgresStore
 from exactly_once.processor import RecordProcessor
 from fault_injection import events
@@ -33,7 +34,7 @@ from fault_injection.pg_policy import no_faults
 def append_in_transaction(ctx: RecordContext, amount: Any) -> dict[str, Any]:
     # The writer's pid lets the accounting tell which fault left an extra row behind.
     detail = {"kind": "order", "amount": amount, "pid": os.getpid(), "message_id": ctx.message_id}
-    entry = append_entry(ctx, detail)
+    entry = append_effect(ctx, detail)
     return {"orderId": ctx.key, "fence": ctx.fence, "ledgerEntry": entry}
 
 

@@ -44,7 +44,13 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
         body,
         key,
         int(record.attributes.approximate_receive_count),
-        lambda amount: append_unfenced(key, 0, record.message_id, amount),
+        lambda amount: append_unfenced(
+            key,
+            0,
+            record.message_id,
+            amount,
+            int(record.attributes.approximate_receive_count),
+        ),
     )
 
 

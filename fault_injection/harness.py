@@ -26,6 +26,7 @@ from fault_injection.supervisor import PoolStats, WorkerPool
 from fault_injection.worker import WorkerSpec
 from fault_injection.workload import Plan
 from local_aws.local_stack import LocalStack
+from local_aws.lock_off import LOCK_OFF_ENV
 from local_aws.poller import FunctionBinding, queue_backlog
 
 if TYPE_CHECKING:
@@ -113,6 +114,8 @@ def run_consumer(
         **store.environment({**stack.aws_environment, **binding.environment}),
         EVENT_DIR_ENV: str(event_dir),
     }
+    if settings.lock_off:
+        environment[LOCK_OFF_ENV] = "1"
     pause_s = settings.pause_s or visibility_timeout_s(sqs, binding.queue_url) + 3.0
     spec = WorkerSpec(
         binding=replace(binding, environment={}),

@@ -27,8 +27,11 @@ the queue has drained, it closes the books from durable state only (the ledger, 
 idempotency table), never from what the workers reported: a killed worker reports nothing.
 
 Every consumer runs the same business function (functions/orders semantics: a negative amount
-is permanent, `failTimes` fails early deliveries) whose side effect is one append-only ledger
-item, and every consumer meets the same messages and the same planned faults (same seed).
+is permanent, `failTimes` fails early deliveries) whose side effect is one entry in an
+append-only execution log: each execution writes an item of its own (`pk` = the `orderId`,
+`sk` = `orders#effect#<execution id>`, with the writer's pid, attempt and fence), so the items
+per key count the executions that took effect, in every column alike. Every consumer meets the
+same messages and the same planned faults (same seed).
 """
 
 FAULTS = """\
@@ -56,7 +59,11 @@ FAULTS = """\
 
 ## The invariants
 
-* **one effect per key**: each unique `orderId` has exactly one ledger item;
+* **one execution per key**: each unique `orderId` has exactly one entry in the execution log
+  (more than one is a double execution, none a lost one). Nothing in an entry refuses a second
+  one, so this can fail: `eonce chaos --lock-off` (a self-test that turns the layer's lock off
+  in the workers, every delivery acquiring a record of its own) fails it, and CI checks that it
+  does;
 * **no message lost**: every message was processed (its key took effect) or is in the DLQ with
   the reason the consumer attached;
 * **nothing stuck**: no idempotency record is left IN_PROGRESS past its lease, or FAILED but
@@ -66,18 +73,17 @@ FAULTS = """\
 CONSUMERS = """\
 ## The consumers
 
-* **layer, fenced effect**: `@sqs_consumer(key="orderId")` with the effect written by the layer's
-  `exactly_once.ledger.record_effect`: one `TransactWriteItems` that puts the ledger item and sets
-  its mark (`effect_fence#<item>`) on the idempotency record, conditioned on holding the lock
-  (`lock_token = mine AND status = IN_PROGRESS`, no such mark yet) and on the ledger item not
-  existing.
-  A zombie's token has moved on, so its write is refused; a takeover after a crash between
-  effect and completion finds the mark and skips the effect. The ledger item's key is the
-  business key (`sk` = `{scope}#effect`), so a second item for a key cannot be written at all:
-  for this consumer the run checks what that guard leaves to chance (no key without its
-  effect, no message lost, nothing stuck) and counts how often a repeat was refused. This is
+* **layer, fenced effect**: `@sqs_consumer(key="orderId")` with the log entry written by the
+  layer's `exactly_once.ledger.append_effect`: one `TransactWriteItems` that puts the entry and
+  sets a mark (`effect_fence#<digest of the key's "orders#effect">`) on the idempotency record,
+  conditioned on holding the lock (`lock_token = mine AND status = IN_PROGRESS`, no such mark
+  yet). A zombie's token has moved on, so its write is refused; a takeover after a crash
+  between effect and completion finds the mark and skips the effect. The entry's own key is
+  new for every execution, so only the lock and its fence keep the count at one: the books
+  count executions, not keys. (The layer's `record_effect`, keyed by the business key, would
+  make a second item impossible by construction, and the count would prove nothing.) This is
   the consumer `make chaos` fails on.
-* **layer, plain effect**: the same decorator with the examples' unconditional PutItem
+* **layer, plain effect**: the same decorator with an unconditional PutItem of the same entry
   (`exactly_once.ledger.append_entry`). It shows what the idempotency record alone guarantees.
 * **Powertools 3.37**: `BatchProcessor` + `idempotent_function` + `DynamoDBPersistenceLayer`
   (in DynamoDB Local), `register_lambda_context` so in-progress records expire with the
@@ -108,13 +114,13 @@ def _summary(run: ConsumerRun) -> str:
     causes = ", ".join(
         f"{n} {cause}" for cause, n in sorted(v.double_causes.items(), key=lambda c: -c[1])
     )
-    doubles = f"{len(v.doubles)} keys took effect more than once" + (
+    doubles = f"{len(v.doubles)} keys were executed more than once" + (
         f" ({causes})" if causes else ""
     )
     dead = sum(v.dead_lettered.values())
     return (
-        f"* **{run.kind.title}**: {v.exactly_once} of {v.expected} keys took effect exactly "
-        f"once; {doubles}; {len(v.missing)} keys never took effect; {len(v.lost)} messages "
+        f"* **{run.kind.title}**: {v.exactly_once} of {v.expected} keys were executed exactly "
+        f"once; {doubles}; {len(v.missing)} keys were never executed; {len(v.lost)} messages "
         f"lost; {dead} messages in the DLQ with a reason and {v.redriven} without one "
         f"(redriven by SQS); {len(v.stuck)} records stuck IN_PROGRESS and "
         f"{len(v.retryable_failed)} FAILED but retryable. Verdict: "
@@ -142,7 +148,7 @@ def render_page(result: ChaosResult, command: str) -> str:
         f"Produced by `{command}`. {_environment()}\n",
         markdown(result.settings, result.plan, runs),
         "\n".join(_summary(run) for run in runs) + "\n",
-        "Causes of double effects, read from the writer of each extra ledger item: "
+        "Causes of double executions, read from the writer of each extra log entry: "
         f"*zombie* = {accounting.ZOMBIE}; *killed* = {accounting.KILLED}; "
         f"*other* = {accounting.OVERRUN}.\n",
         FAULTS,

@@ -41,9 +41,10 @@ CONSUMER = """\
 
 `@sqs_consumer(key="orderId")` on `IDEMPOTENCY_DSN`, running the same business function as the
 DynamoDB run (functions/orders semantics: a negative amount is permanent, `failTimes` fails
-early deliveries). Its effect is `exactly_once.postgres.ledger.append_entry(ctx, detail)`: a
-plain `INSERT` into `exactly_once.ledger` in `ctx.transaction`, with a sort key that is new for
-every execution (`<fence>#<uuid>`). Nothing in the row refuses a second one. What keeps the
+early deliveries). Its effect is the layer's execution log, `exactly_once.ledger.append_effect(ctx,
+detail)`: on PostgreSQL a plain `INSERT` into `exactly_once.ledger` in `ctx.transaction`, with a
+sort key that is new for every execution (`orders#effect#<execution id>`). Nothing in the row
+refuses a second one, so the rows per key count executions. What keeps the
 effects at one per key is the transaction alone: it commits with the fenced completion
 (`UPDATE exactly_once.records SET status = 'COMPLETED' ... WHERE id = ... AND lock_token = <mine>
 AND status = 'IN_PROGRESS'`) or not at all. A zombie's completion finds no row to update, so
@@ -88,8 +89,10 @@ def _faults() -> str:
 
 ## The invariants
 
-* **one effect per key**: each unique `orderId` has exactly one row in `exactly_once.ledger`
-  (keys with more than one row are double effects; expected keys with none are missing);
+* **one execution per key**: each unique `orderId` has exactly one row in `exactly_once.ledger`
+  (keys with more than one row were executed twice; expected keys with none are missing).
+  `eonce chaos --store postgres --lock-off` (a self-test that turns the lock off in the
+  workers) fails it, and CI checks that it does;
 * **no message lost**: every message was processed (its key took effect) or is in the DLQ with
   the reason the consumer attached;
 * **nothing stuck**: no record is left IN_PROGRESS past its lease, or FAILED but retryable,
@@ -135,7 +138,7 @@ def render_page(result: ChaosResult, command: str) -> str:
         f"Produced by `{command}`. {_environment(result)}\n",
         markdown(result.settings, result.plan, runs),
         "\n".join(_summary(run) for run in runs) + "\n",
-        "Causes of double effects, read from the writer of each extra ledger row: "
+        "Causes of double executions, read from the writer of each extra log row: "
         f"*zombie* = {accounting.ZOMBIE}; *killed* = {accounting.KILLED}; "
         f"*other* = {accounting.OVERRUN}.\n",
         CONSUMER,

@@ -1,9 +1,9 @@
 """The books of a PostgreSQL run, read from the database: every ledger row, and the records the
 layer still lists as pending.
 
-The consumer's effect is one `exactly_once.ledger` row per execution (a fresh sort key each
-time), so the row count per key is the number of executions whose transaction committed: more
-than one is a double effect, none a lost one.
+The consumer's effect is the execution log, one `exactly_once.ledger` row per execution (a fresh
+sort key each time), so the row count per key is the number of executions whose transaction
+committed: more than one is a double execution, none a lost one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from exactly_once.postgres.store import PostgresStore
-from fault_injection.accounting import LedgerEntry, pending
+from fault_injection.accounting import LedgerEntry, pending, writer_pid
 
 _LEDGER = "SELECT pk, fence, detail, written_at_ms FROM exactly_once.ledger ORDER BY pk, sk"
 
@@ -26,8 +26,8 @@ def read_ledger(dsn: str) -> dict[str, list[LedgerEntry]]:
     with psycopg.connect(dsn) as conn:
         for pk, fence, detail, written_at_ms in conn.execute(_LEDGER):
             try:
-                pid = json.loads(detail).get("pid")
-            except (ValueError, AttributeError):
+                pid = writer_pid(json.loads(detail))
+            except ValueError:
                 pid = None
             entry = LedgerEntry(str(pk), int(fence), pid, int(written_at_ms))
             entries.setdefault(entry.key, []).append(entry)

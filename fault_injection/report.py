@@ -102,12 +102,12 @@ def rows(plan: Plan, store: StoreKind = StoreKind.DYNAMODB) -> list[Row]:
         ),
         *(_postgres_observed() if store is StoreKind.POSTGRES else _dynamodb_observed()),
         Row(
-            "keys with exactly one effect",
+            "keys executed exactly once",
             lambda r: f"{v(r).exactly_once}/{v(r).expected}",
             "invariants",
         ),
-        Row("keys with more than one effect", _doubles, "invariants"),
-        Row("keys with no effect", lambda r: len(v(r).missing), "invariants"),
+        Row("keys executed more than once", _doubles, "invariants"),
+        Row("keys never executed", lambda r: len(v(r).missing), "invariants"),
         Row("messages processed (their key took effect)", lambda r: v(r).processed, "invariants"),
         Row("messages in the DLQ with a reason", _dead_lettered, "invariants"),
         Row("messages in the DLQ without a reason", lambda r: v(r).redriven, "invariants"),
@@ -208,8 +208,8 @@ def problems(run: ConsumerRun, limit: int = 5) -> list[str]:
     """A few examples of each broken invariant, to start the investigation from."""
     verdict = run.verdict
     found = {
-        "more than one effect": sorted(verdict.doubles),
-        "no effect": sorted(verdict.missing),
+        "executed more than once": sorted(verdict.doubles),
+        "never executed": sorted(verdict.missing),
         "lost message ids": verdict.lost,
         "stuck IN_PROGRESS": verdict.stuck,
         "FAILED but retryable": verdict.retryable_failed,
@@ -221,6 +221,8 @@ def print_report(
     console: Console, settings: ChaosSettings, plan: Plan, runs: list[ConsumerRun]
 ) -> None:
     title = "Fault injection" + (" on PostgreSQL" if settings.store is StoreKind.POSTGRES else "")
+    if settings.lock_off:
+        title += " (SELF-TEST: the idempotency lock is OFF, the verdict must FAIL)"
     console.print(table(plan, runs, title, settings.store))
     console.print(settings_line(settings, runs))
     for run in runs:

@@ -68,6 +68,9 @@ class ChaosSettings:
     backlog: int = 50  # at most this many messages waiting in the queue while sending
     drain_timeout_s: float = 3_600.0
     store: StoreKind = StoreKind.DYNAMODB
+    # A self-test of the books (local_aws.lock_off): the workers run with the layer's lock off,
+    # every delivery acquiring a record of its own, so the verdict must find double executions.
+    lock_off: bool = False
 
     def __post_init__(self) -> None:
         if self.messages < 1:

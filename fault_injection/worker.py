@@ -26,6 +26,7 @@ from fault_injection import events, injection
 from fault_injection.pg_policy import random_faults
 from fault_injection.settings import StoreKind
 from fault_injection.throttling import install_throttling
+from local_aws import lock_off
 from local_aws.poller import (
     FunctionBinding,
     delete_successes,
@@ -69,6 +70,7 @@ def worker_main(spec: WorkerSpec, index: int, generation: int, stop: Flag) -> No
     os.environ.update(spec.environment)
     os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", spec.binding.function_name)
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    lock_off.install_if_enabled()  # the harness's self-test (EONCE_LOCK_OFF=1), never the layer's
     rng = random.Random(f"{spec.seed}/{index}/{generation}")
     handler = _load_with_faults(spec, random.Random(rng.random()))
     sqs = clients.sqs()

@@ -61,6 +61,26 @@ def result(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Chaos
     return run_chaos(SETTINGS, kinds, Console(file=io.StringIO()), stack=stack, workdir=workdir)
 
 
+LOCK_OFF = ChaosSettings(
+    messages=60,
+    rates=FaultRates(
+        duplicates=0.3,
+        poison=0.0,
+        transient=0.0,
+        crash=0.0,
+        zombie=0.0,
+        throttle=0.0,
+        delete_failure=0.0,
+        lost_reply=0.0,
+    ),
+    seed=11,
+    workers=2,
+    drain_timeout_s=120,
+    store=StoreKind.POSTGRES,
+    lock_off=True,
+)
+
+
 def report_of(result: ChaosResult) -> str:
     out = io.StringIO()
     print_report(Console(file=out, width=160), SETTINGS, result.plan, result.runs)
@@ -129,6 +149,28 @@ def test_the_report_says_postgresql_and_counts_the_driver_faults(
         in text
     )
     assert "store PostgreSQL" in text
+
+
+@pytest.mark.timeout(300)
+def test_with_the_lock_off_the_books_find_the_double_executions(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """The self-test on PostgreSQL: the lock off in the workers, every repeated message runs
+    and commits its row again, and the books must fail with those keys executed twice."""
+    kinds = by_names(["layer"], StoreKind.POSTGRES)
+    result = run_chaos(LOCK_OFF, kinds, Console(file=io.StringIO()), stack=stack, workdir=tmp_path)
+    [run] = result.runs
+    out = io.StringIO()
+    print_report(Console(file=out, width=160), LOCK_OFF, result.plan, result.runs)
+    report = out.getvalue()
+
+    assert "SELF-TEST: the idempotency lock is OFF" in report
+    assert run.drained, report
+    assert not run.verdict.ok, report
+    assert run.verdict.doubles, report
+    assert set(run.verdict.doubles) <= result.plan.keys, report
+    assert sum(n - 1 for n in run.verdict.doubles.values()) >= result.plan.duplicates, report
+    assert run.verdict.missing == set(), report
 
 
 def test_the_cli_offers_the_store_and_keeps_the_dynamodb_page() -> None:
