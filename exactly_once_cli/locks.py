@@ -17,6 +17,7 @@ import typer
 from rich.table import Table
 
 from exactly_once import IdempotencyStore, Status, StoredRecord
+from exactly_once.keys import HASHED_PREFIX, storable_key
 from exactly_once.stores import Store
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
@@ -39,6 +40,22 @@ TableOption = Annotated[
         help="Idempotency table (default: the stack's output; its DynamoDB endpoint is then "
         "the stack's LocalDynamoDbEndpoint output, if any, unless AWS_ENDPOINT_URL_DYNAMODB "
         "is set)."
+    ),
+]
+
+KeyArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The business key, e.g. o-1001 (stored as the consumers store it: hashed when over "
+        "1 KiB, not UTF-8 or starting with sha256:). With --stored: the key as stored."
+    ),
+]
+StoredOption = Annotated[
+    bool,
+    typer.Option(
+        "--stored",
+        help="KEY is the key as stored, as `locks list` prints it after SCOPE# (a sha256: "
+        "key, an HTTP caller|key), not a business key.",
     ),
 ]
 
@@ -172,11 +189,26 @@ def _record_json(record: StoredRecord, now_s: float | None = None) -> str:
     return json.dumps(data, default=repr, indent=2)
 
 
+def stored_key(key: str, stored: bool) -> str:
+    """The key the record is stored under: a business key goes through `storable_key`, as at
+    every entry point, so `sha256:<digest of K>` typed as a business key never names K's
+    record (and `reset` never frees K instead); `--stored` takes it as it is."""
+    return key if stored else storable_key(key)
+
+
+def _hint(key: str, stored: bool) -> str:
+    """For a miss on a key that reads like a stored hashed one: how to name that record."""
+    if stored or not key.startswith(HASHED_PREFIX):
+        return ""
+    return f" (a business key; for the record stored as {key}, as `locks list` shows it: --stored)"
+
+
 @locks_app.command("show")
 def show_cmd(
     ctx: typer.Context,
     scope: Annotated[str, typer.Argument(help="The consumer's scope, e.g. orders")],
-    key: Annotated[str, typer.Argument(help="The business key, e.g. o-1001")],
+    key: KeyArgument,
+    stored: StoredOption = False,
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
     dsn: DsnOption = None,
@@ -185,9 +217,9 @@ def show_cmd(
     dsn = store_dsn(ctx, dsn, table, stack)
     with database_errors(dsn):
         store, where = open_store(ctx, table, stack, dsn)
-        record = store.get(scope, key)
+        record = store.get(scope, stored_key(key, stored))
     if record is None:
-        raise CliError(f"no live record for {scope}#{key} in {where}")
+        raise CliError(f"no live record for {scope}#{key} in {where}{_hint(key, stored)}")
     stdout().print_json(_record_json(record))
 
 
@@ -195,7 +227,8 @@ def show_cmd(
 def reset_cmd(
     ctx: typer.Context,
     scope: Annotated[str, typer.Argument()],
-    key: Annotated[str, typer.Argument()],
+    key: KeyArgument,
+    stored: StoredOption = False,
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
     dsn: DsnOption = None,
@@ -204,7 +237,9 @@ def reset_cmd(
     dsn = store_dsn(ctx, dsn, table, stack)
     with database_errors(dsn):
         store, where = open_store(ctx, table, stack, dsn)
-        reset = store.reset(scope, key)
+        reset = store.reset(scope, stored_key(key, stored))
     if not reset:
-        raise CliError(f"{scope}#{key} is not FAILED in {where}; nothing to reset")
+        raise CliError(
+            f"{scope}#{key} is not FAILED in {where}; nothing to reset{_hint(key, stored)}"
+        )
     stdout().print(f"reset {scope}#{key}: the next delivery will run it")
