@@ -182,7 +182,7 @@ def render(report: DemoReport, console: Console, title: str = "Exactly-once loca
         if report.in_run is not None:  # `run`: the topic's phase came first
             topic = report.in_run[name] - sum(reasons.values())
             table.add_row(
-                f"  {name} DLQ in all since the run began (topic's: {topic})",
+                f"  in {name} DLQ this run ({topic} from the topic)",
                 str(report.in_run[name]),
             )
     ledger = report.ledger
