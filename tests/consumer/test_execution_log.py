@@ -150,3 +150,19 @@ def test_the_lock_off_switch_is_off_unless_asked() -> None:
     assert lock_off.enabled({lock_off.LOCK_OFF_ENV: "0"}) is False
     assert lock_off.enabled({lock_off.LOCK_OFF_ENV: "1"}) is True
     assert not getattr(IdempotencyStore.acquire, "lock_off", False)
+
+
+def test_the_same_holder_logging_twice_names_one_entry_that_exists(
+    build: Callable[..., SqsConsumer], ddb: DynamoDBClient, ledger_table: str
+) -> None:
+    """One holder is one execution: a second call returns the entry the first one wrote, never
+    the sort key of an entry that was not written."""
+    returned: list[str | None] = []
+
+    def twice(body: Any, ctx: RecordContext) -> None:
+        returned.append(append_effect(ctx, {"call": 1}, table=ledger_table))
+        returned.append(append_effect(ctx, {"call": 2}, table=ledger_table))
+
+    build(twice)(event(sqs_record({"id": "x-9"})), lambda_context())
+    [entry] = entries(ddb, ledger_table, "x-9")
+    assert returned == [entry["sk"]["S"], entry["sk"]["S"]]

@@ -34,6 +34,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients
+from exactly_once.codec import sha256_hex
 from exactly_once.effects import put_once
 
 if TYPE_CHECKING:
@@ -96,11 +97,12 @@ def record_effect(
     return None
 
 
-def execution(attempt: int) -> dict[str, Any]:
-    """Who executed an effect, for its log entry: a fresh id, the attempt, the process and the
-    function (AWS_LAMBDA_FUNCTION_NAME), so a second entry for a key says where it came from."""
+def execution(attempt: int, execution_id: str | None = None) -> dict[str, Any]:
+    """Who executed an effect, for its log entry: its id (fresh unless given), the attempt, the
+    process and the function (AWS_LAMBDA_FUNCTION_NAME), so a second entry for a key says where
+    it came from."""
     return {
-        "id": uuid.uuid4().hex,
+        "id": execution_id or uuid.uuid4().hex,
         "attempt": attempt,
         "pid": os.getpid(),
         "function": os.environ.get("AWS_LAMBDA_FUNCTION_NAME", ""),
@@ -121,7 +123,12 @@ def append_effect(
     On the PostgreSQL store the entry goes in the holder's transaction (`table` is not used):
     it commits with the COMPLETED record, and a zombie's rolls back with its completion.
     """
-    logged = {**detail, "execution": execution(ctx.attempt)}
+    # One id per holder (a digest of its lock token, never the token itself): a second call by
+    # the same holder names the same entry, so it cannot return an entry that was never
+    # written; every new holder, and every delivery with the lock off, gets a new one.
+    lock = ctx._lock
+    holder = None if lock is None else sha256_hex(lock.token)[:32]
+    logged = {**detail, "execution": execution(ctx.attempt, holder)}
     store = ctx._store
     if store is not None and store.backend == "postgres":
         from exactly_once.postgres import ledger
