@@ -523,8 +523,11 @@ class PostgresStore:
         """
         import psycopg
 
-        bounded = {**params, "timeout_ms": session_settings()["statement_timeout"]}
         try:
+            # Read here, inside: the settings are first read by this statement behind RDS
+            # Proxy (IDEMPOTENCY_PG_SESSION_SETTINGS=server), and a malformed one must not
+            # keep the connection, already taken from `_open`, out of its pool.
+            bounded = {**params, "timeout_ms": session_settings()["statement_timeout"]}
             conn.execute(_bound(conn, _COMPLETE_AND_COMMIT, bounded))
         except psycopg.errors.DivisionByZero:  # no row matched: the lease was lost
             self._finish_quietly(conn)
