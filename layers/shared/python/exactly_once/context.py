@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from exactly_once import heartbeat
 from exactly_once.messages import SqsMessage
 from exactly_once.records import Lock
 from exactly_once.stores import Store
@@ -60,6 +61,7 @@ class LockedContext(ABC):
         result = self._store.extend(self._lock, lease_ms)
         if result.ok and result.lock is not None:
             self._lock = result.lock
+            heartbeat.reach(result.lock, lease_ms / 1000)  # renewals honour it (heartbeat.py)
         return result.ok
 
 

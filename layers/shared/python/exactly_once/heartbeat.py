@@ -108,6 +108,12 @@ class _Heart:
                 self._beats.remove(beat)
             self._cond.notify_all()
 
+    def reach(self, lock: Lock, seconds: float) -> None:
+        with self._cond:
+            beats = [b for b in self._beats if b.lock.token == lock.token and not b.stopped]
+        for beat in beats:
+            beat.reach(lock, seconds)
+
     def held(self) -> int:
         """How many locks are being renewed (for tests and diagnostics)."""
         with self._cond:
@@ -188,6 +194,14 @@ def hold(store: Store, lock: Lock, lease_ms: int, until: float) -> Beat:
     """Renew `lock` (acquired with a `lease_ms` lease) in the background until its holder
     stops the beat, a renewal is refused, or time.monotonic() reaches `until`."""
     return _heart.hold(store, lock, lease_ms, until)
+
+
+def reach(lock: Lock, seconds: float) -> None:
+    """A holder extended `lock`'s lease itself through its context (`extend_lease`): the beat
+    renewing that lock, if any, keeps the key alive that long too. Without this its next
+    renewal cut the extension back to a heartbeat lease, and its renewals stopped at the
+    budget the lock was taken with, so a live holder that asked for more time lost its key."""
+    _heart.reach(lock, seconds)
 
 
 def held() -> int:
