@@ -68,6 +68,38 @@ def make_consumer(
     return build
 
 
+@pytest.fixture
+def ledger_consumer(
+    ddb: DynamoDBClient, sqs: SQSClient, idempotency_table: str, scope: str
+) -> MakeConsumer:
+    """A consumer keyed by `id`, no fingerprint and no dead-letter queue: the effect tests'
+    (the ledger's items per key are what they check); keywords go to `sqs_consumer`."""
+
+    def build(fn: Callable[[Any, RecordContext], Any], **kwargs: Any) -> SqsConsumer:
+        return sqs_consumer(
+            key="id",
+            table_name=idempotency_table,
+            scope=scope,
+            dynamodb_client=ddb,
+            sqs_client=sqs,
+            fingerprint=False,
+            **kwargs,
+        )(fn)
+
+    return build
+
+
+def ledger_entries(ddb: DynamoDBClient, table: str, key: str) -> list[dict[str, Any]]:
+    """The ledger's items under `key`, read consistently (every write before is seen)."""
+    response = ddb.query(
+        TableName=table,
+        KeyConditionExpression="pk = :k",
+        ExpressionAttributeValues={":k": {"S": key}},
+        ConsistentRead=True,
+    )
+    return [dict(i) for i in response["Items"]]
+
+
 def lambda_context(timeout_ms: int = 30_000) -> LocalLambdaContext:
     """A context whose remaining time counts down from `timeout_ms`."""
     return LocalLambdaContext("test-consumer", timeout_s=timeout_ms / 1000)

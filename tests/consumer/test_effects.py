@@ -3,62 +3,39 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import IdempotencyStore, Outcome, RecordContext, SqsConsumer, sqs_consumer
+from exactly_once import IdempotencyStore, Outcome, RecordContext
 from exactly_once.effects import LeaseLost
 from exactly_once.ledger import record_effect
-from tests.consumer.conftest import event, lambda_context, sqs_record
+from tests.consumer.conftest import (
+    MakeConsumer,
+    event,
+    lambda_context,
+    ledger_entries,
+    sqs_record,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_sqs import SQSClient
-
-
-@pytest.fixture
-def build(
-    ddb: DynamoDBClient, sqs: SQSClient, idempotency_table: str, scope: str
-) -> Callable[..., SqsConsumer]:
-    def make(fn: Callable[[Any, RecordContext], Any], **kwargs: Any) -> SqsConsumer:
-        return sqs_consumer(
-            key="id",
-            table_name=idempotency_table,
-            scope=scope,
-            dynamodb_client=ddb,
-            sqs_client=sqs,
-            fingerprint=False,
-            **kwargs,
-        )(fn)
-
-    return make
-
-
-def entries(ddb: DynamoDBClient, table: str, key: str) -> list[dict[str, Any]]:
-    response = ddb.query(
-        TableName=table,
-        KeyConditionExpression="pk = :k",
-        ExpressionAttributeValues={":k": {"S": key}},
-    )
-    return [dict(i) for i in response["Items"]]
 
 
 def test_effect_is_written_once_and_duplicates_write_nothing(
-    build: Callable[..., SqsConsumer], ddb: DynamoDBClient, ledger_table: str
+    ledger_consumer: MakeConsumer, ddb: DynamoDBClient, ledger_table: str
 ) -> None:
-    handler = build(lambda body, ctx: record_effect(ctx, {"n": 1}, table=ledger_table))
+    handler = ledger_consumer(lambda body, ctx: record_effect(ctx, {"n": 1}, table=ledger_table))
     record = sqs_record({"id": "e-1"})
     handler(event(record, sqs_record({"id": "e-1"})), lambda_context())
     handler(event(record), lambda_context())
-    [entry] = entries(ddb, ledger_table, "e-1")
+    [entry] = ledger_entries(ddb, ledger_table, "e-1")
     assert [r.outcome for r in handler.last_results] == [Outcome.DUPLICATE]
     assert entry["message_id"]["S"] == record["messageId"]
 
 
 def test_a_zombies_effect_is_refused_and_its_message_retried(
-    build: Callable[..., SqsConsumer],
+    ledger_consumer: MakeConsumer,
     ddb: DynamoDBClient,
     idempotency_table: str,
     ledger_table: str,
@@ -76,18 +53,18 @@ def test_a_zombies_effect_is_refused_and_its_message_retried(
         assert record_effect(newer_ctx, {"by": "newer"}, table=ledger_table) is not None
         return record_effect(ctx, {"by": "zombie"}, table=ledger_table)
 
-    handler = build(frozen_then_resumed)
+    handler = ledger_consumer(frozen_then_resumed)
     record = sqs_record({"id": "e-2"})
     assert handler(event(record), lambda_context()) == {
         "batchItemFailures": [{"itemIdentifier": record["messageId"]}]
     }
     assert [r.outcome for r in handler.last_results] == [Outcome.LEASE_LOST]
-    [entry] = entries(ddb, ledger_table, "e-2")
+    [entry] = ledger_entries(ddb, ledger_table, "e-2")
     assert entry["message_id"]["S"] == "m-new"  # the newer holder's, not the zombie's
 
 
 def test_a_takeover_after_a_crash_between_effect_and_completion_skips_the_effect(
-    build: Callable[..., SqsConsumer],
+    ledger_consumer: MakeConsumer,
     ddb: DynamoDBClient,
     idempotency_table: str,
     ledger_table: str,
@@ -102,27 +79,29 @@ def test_a_takeover_after_a_crash_between_effect_and_completion_skips_the_effect
     assert record_effect(crashed_ctx, {"by": "crashed"}, table=ledger_table) is not None
     # ...and it died before completing. The redelivery takes over:
     written: list[str | None] = []
-    handler = build(lambda b, c: written.append(record_effect(c, {"by": "b"}, table=ledger_table)))
+    handler = ledger_consumer(
+        lambda b, c: written.append(record_effect(c, {"by": "b"}, table=ledger_table))
+    )
     assert handler(event(sqs_record({"id": "e-3"})), lambda_context()) == {"batchItemFailures": []}
     assert written == [None]  # already applied by the crashed holder
     assert [r.takeover for r in handler.last_results] == [True]
-    [entry] = entries(ddb, ledger_table, "e-3")
+    [entry] = ledger_entries(ddb, ledger_table, "e-3")
     assert entry["fence"]["N"] == str(crashed.lock.fence)
 
 
 def test_a_retry_after_the_effect_does_not_repeat_it(
-    build: Callable[..., SqsConsumer], ddb: DynamoDBClient, ledger_table: str
+    ledger_consumer: MakeConsumer, ddb: DynamoDBClient, ledger_table: str
 ) -> None:
     def effect_then_fail(body: Any, ctx: RecordContext) -> None:
         record_effect(ctx, {"attempt": ctx.attempt}, table=ledger_table)
         if ctx.attempt == 1:
             raise TimeoutError("the reply was lost after the write")
 
-    handler = build(effect_then_fail)
+    handler = ledger_consumer(effect_then_fail)
     record = sqs_record({"id": "e-4"})
     handler(event(record), lambda_context())
     assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
-    assert len(entries(ddb, ledger_table, "e-4")) == 1
+    assert len(ledger_entries(ddb, ledger_table, "e-4")) == 1
 
 
 def test_after_the_record_expires_the_effect_item_still_stops_a_second_effect(
@@ -141,7 +120,7 @@ def test_after_the_record_expires_the_effect_item_still_stops_a_second_effect(
     assert second.lock.fence > first.lock.fence
     ctx2 = RecordContext("m2", "e-5", second.lock.fence, 1, {}, None, store, second.lock)
     assert record_effect(ctx2, {"run": 2}, table=ledger_table) is None  # ...but not the effect
-    assert len(entries(ddb, ledger_table, "e-5")) == 1
+    assert len(ledger_entries(ddb, ledger_table, "e-5")) == 1
     # a differently named effect of the same key is its own item
     assert record_effect(ctx2, {"run": 2}, table=ledger_table, name="refund") is not None
 

@@ -13,37 +13,24 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import IdempotencyStore, RecordContext, SqsConsumer, sqs_consumer
+from exactly_once import IdempotencyStore, RecordContext
 from exactly_once.ledger import append_effect, record_effect
 from exactly_once.postgres.store import PostgresStore
 from local_aws import lock_off
-from tests.consumer.conftest import event, lambda_context, sqs_record
+from tests.consumer.conftest import (
+    MakeConsumer,
+    event,
+    lambda_context,
+    ledger_entries,
+    sqs_record,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_sqs import SQSClient
-
-
-@pytest.fixture
-def build(
-    ddb: DynamoDBClient, sqs: SQSClient, idempotency_table: str, scope: str
-) -> Callable[..., SqsConsumer]:
-    def make(fn: Callable[[Any, RecordContext], Any]) -> SqsConsumer:
-        return sqs_consumer(
-            key="id",
-            table_name=idempotency_table,
-            scope=scope,
-            dynamodb_client=ddb,
-            sqs_client=sqs,
-            fingerprint=False,
-        )(fn)
-
-    return make
 
 
 @pytest.fixture
@@ -54,24 +41,14 @@ def lock_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     lock_off.install()
 
 
-def entries(ddb: DynamoDBClient, table: str, key: str) -> list[dict[str, Any]]:
-    response = ddb.query(
-        TableName=table,
-        KeyConditionExpression="pk = :k",
-        ExpressionAttributeValues={":k": {"S": key}},
-        ConsistentRead=True,
-    )
-    return [dict(i) for i in response["Items"]]
-
-
 def test_each_execution_is_logged_with_an_id_and_who_ran_it(
-    build: Callable[..., SqsConsumer], ddb: DynamoDBClient, ledger_table: str, scope: str
+    ledger_consumer: MakeConsumer, ddb: DynamoDBClient, ledger_table: str, scope: str
 ) -> None:
-    handler = build(lambda body, ctx: append_effect(ctx, {"n": 1}, table=ledger_table))
+    handler = ledger_consumer(lambda body, ctx: append_effect(ctx, {"n": 1}, table=ledger_table))
     record = sqs_record({"id": "x-1"})
     handler(event(record), lambda_context())
     handler(event(record), lambda_context())  # a duplicate: not executed, not logged
-    [entry] = entries(ddb, ledger_table, "x-1")
+    [entry] = ledger_entries(ddb, ledger_table, "x-1")
     prefix, execution_id = entry["sk"]["S"].rsplit("#", 1)
     assert prefix == f"{scope}#effect"
     detail = json.loads(entry["detail"]["S"])
@@ -83,7 +60,7 @@ def test_each_execution_is_logged_with_an_id_and_who_ran_it(
 
 
 def test_a_retry_after_the_effect_does_not_log_it_again(
-    build: Callable[..., SqsConsumer], ddb: DynamoDBClient, ledger_table: str
+    ledger_consumer: MakeConsumer, ddb: DynamoDBClient, ledger_table: str
 ) -> None:
     written: list[str | None] = []
 
@@ -92,12 +69,12 @@ def test_a_retry_after_the_effect_does_not_log_it_again(
         if ctx.attempt == 1:
             raise TimeoutError("the reply was lost after the write")
 
-    handler = build(effect_then_fail)
+    handler = ledger_consumer(effect_then_fail)
     record = sqs_record({"id": "x-2"})
     handler(event(record), lambda_context())
     assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
     assert written[1] is None  # the mark of attempt 1 is on the record: already applied
-    assert len(entries(ddb, ledger_table, "x-2")) == 1
+    assert len(ledger_entries(ddb, ledger_table, "x-2")) == 1
 
 
 def test_a_new_generation_of_the_record_is_a_second_execution_and_the_log_shows_it(
@@ -122,12 +99,12 @@ def test_a_new_generation_of_the_record_is_a_second_execution_and_the_log_shows_
     assert None not in logged
     assert recorded[0] is not None
     assert recorded[1] is None
-    kinds = Counter(e["sk"]["S"].split("#")[1] for e in entries(ddb, ledger_table, "x-3"))
+    kinds = Counter(e["sk"]["S"].split("#")[1] for e in ledger_entries(ddb, ledger_table, "x-3"))
     assert kinds == {"effect": 2, "once": 1}
 
 
 def test_with_the_lock_off_every_delivery_executes_and_the_log_counts_each(
-    lock_is_off: None, build: Callable[..., SqsConsumer], ddb: DynamoDBClient, ledger_table: str
+    lock_is_off: None, ledger_consumer: MakeConsumer, ddb: DynamoDBClient, ledger_table: str
 ) -> None:
     """The self-test's premise, in one process: with the harness's lock-off switch the same
     message runs three times; the execution log has three entries for its key, where the
@@ -137,11 +114,11 @@ def test_with_the_lock_off_every_delivery_executes_and_the_log_counts_each(
         append_effect(ctx, {}, table=ledger_table)
         record_effect(ctx, {}, table=ledger_table, name="keyed")
 
-    handler = build(both)
+    handler = ledger_consumer(both)
     record = sqs_record({"id": "x-4"})
     for _ in range(3):
         assert handler(event(record), lambda_context()) == {"batchItemFailures": []}
-    kinds = Counter(e["sk"]["S"].split("#")[1] for e in entries(ddb, ledger_table, "x-4"))
+    kinds = Counter(e["sk"]["S"].split("#")[1] for e in ledger_entries(ddb, ledger_table, "x-4"))
     assert kinds == {"effect": 3, "keyed": 1}
 
 
@@ -153,7 +130,7 @@ def test_the_lock_off_switch_is_off_unless_asked() -> None:
 
 
 def test_the_same_holder_logging_twice_names_one_entry_that_exists(
-    build: Callable[..., SqsConsumer], ddb: DynamoDBClient, ledger_table: str
+    ledger_consumer: MakeConsumer, ddb: DynamoDBClient, ledger_table: str
 ) -> None:
     """One holder is one execution: a second call returns the entry the first one wrote, never
     the sort key of an entry that was not written."""
@@ -163,6 +140,6 @@ def test_the_same_holder_logging_twice_names_one_entry_that_exists(
         returned.append(append_effect(ctx, {"call": 1}, table=ledger_table))
         returned.append(append_effect(ctx, {"call": 2}, table=ledger_table))
 
-    build(twice)(event(sqs_record({"id": "x-9"})), lambda_context())
-    [entry] = entries(ddb, ledger_table, "x-9")
+    ledger_consumer(twice)(event(sqs_record({"id": "x-9"})), lambda_context())
+    [entry] = ledger_entries(ddb, ledger_table, "x-9")
     assert returned == [entry["sk"]["S"], entry["sk"]["S"]]
