@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once import OnceLock, begin, effects, lifecycle
+from exactly_once import LockInherited, OnceLock, begin, effects, lifecycle
 from exactly_once.records import ErrorInfo
 from exactly_once.schema import Status
 from exactly_once.stores import Store
@@ -153,3 +153,29 @@ def rows(dsn: str, table: str) -> list[tuple[Any, ...]]:
 
     with psycopg.connect(dsn) as conn:
         return conn.execute(f"SELECT * FROM {table}").fetchall()  # noqa: S608
+
+
+def test_a_lock_handed_to_another_process_is_refused_there(
+    backend: str, store: Store, scope: str
+) -> None:
+    """Ownership is the taking process's instance id, not a count of clones: a lock pickled to
+    a process that did not take it (a sibling fork child, a spawned worker) is refused too,
+    and the holder still completes it."""
+    import pickle
+
+    claim = begin(scope, "order-handed", lease_s=600, store=store)
+    stored = claim.lock.store_lock
+    handed = pickle.loads(pickle.dumps(stored))  # noqa: S301 - our own bytes
+    assert not handed.inherited  # still the taker's, in the taker's process
+    lifecycle_instance = lifecycle.instance_id()
+    try:
+        lifecycle._instance = "a-sibling"  # what any other process's id is: not the taker's
+        assert handed.inherited
+        with pytest.raises(LockInherited):
+            store.complete(handed, "the sibling's")
+    finally:
+        lifecycle._instance = lifecycle_instance
+    claim.lock.succeed("the holder's")
+    record = store.get(scope, "order-handed")
+    assert record is not None
+    assert record.result == "the holder's"

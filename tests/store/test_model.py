@@ -420,14 +420,14 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(self.holders.values()))
     @rule(data=st.data(), write=st.sampled_from(("complete", "fail", "extend", "effect")))
     def fork(self, data: st.DataObject, write: str) -> None:
-        """A holder's process forks: the child has the holder's Lock, of the parent's
-        generation, not its own (a copy of another generation here). Whatever it writes with
+        """A holder's process forks: the child has the holder's Lock, taken by the
+        parent, not its own (a copy taken by another process here). Whatever it writes with
         it is refused with LockInherited and changes nothing; the parent holds on."""
         self._fork(data.draw(st.sampled_from([w for w, h in self.holders.items() if h])), write)
 
     def _fork(self, worker: int, write: str) -> None:
         key, lock = self._held(worker)
-        clone = replace(lock, generation=lock.generation - 1)
+        clone = replace(lock, process="another-process")
         before, effect_before = self._raw(key), self._effect_exists(key)
         try:
             if write == "complete":

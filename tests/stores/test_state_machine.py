@@ -380,9 +380,9 @@ class StateMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(self.holders.values()))
     @rule(data=st.data(), write=st.sampled_from(CLONE_WRITES))
     def fork(self, data: st.DataObject, write: str) -> None:
-        """A holder's process forks. The child has the holder's Lock, of the parent's
-        generation: not its own, which moved on at the fork (modelled by a copy whose
-        generation is not this process's). Every write and effect it makes with it is
+        """A holder's process forks. The child has the holder's Lock, taken by the
+        parent: not its own, as the child's instance id is new at the fork (modelled by a copy
+        whose process is not this one). Every write and effect it makes with it is
         refused with LockInherited and changes nothing; its discard ends nothing of the
         parent's (whose pending effect must still commit with its completion, `_write`).
         The parent holds on, through the other rules."""
@@ -390,7 +390,7 @@ class StateMachine(RuleBasedStateMachine):
 
     def _fork(self, worker: int, write: str) -> None:
         key, lock = self._held(worker)
-        clone = replace(lock, generation=lock.generation - 1)
+        clone = replace(lock, process="another-process")
         assert clone.inherited
         before = self.backend.raw(self.scope, key)
         effects_before = self.backend.effect_fences(self.scope, key)

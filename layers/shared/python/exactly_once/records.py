@@ -164,13 +164,16 @@ class Lock:
     attempt: int
     lease_expires_at_ms: int
     scope: str = ""  # the key space (the record id need not end with the key as given)
-    # lifecycle's generation when it was taken; `replace` keeps it, so an extended lock too.
-    generation: int = field(default_factory=lifecycle.generation)
+    # The instance id (lifecycle.instance_id) of the process that took it: new in every fork
+    # child and restored snapshot, and distinct between siblings and spawned workers, so only
+    # the taker passes `own`. `replace` keeps it, so an extended lock too.
+    process: str = field(default_factory=lifecycle.instance_id)
 
     @property
     def inherited(self) -> bool:
-        """Taken before this process was cloned: the parent's (or the snapshot's), not ours."""
-        return self.generation != lifecycle.generation()
+        """Taken by another process: the one this was cloned from (fork, snapshot restore), or
+        any other that was handed the object; never ours to write with."""
+        return self.process != lifecycle.instance_id()
 
     def own(self) -> Lock:
         """This lock, or LockInherited when the process was cloned since it was taken. The one
