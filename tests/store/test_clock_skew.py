@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from exactly_once import AcquireStatus, IdempotencyStore, clock_skew
+from exactly_once.records import Acquisition
 from tests.conftest import FakeClock, make_ddb_client
 
 if TYPE_CHECKING:
@@ -56,6 +57,21 @@ def skewed_client(dynamodb_local: DynamoDBLocal) -> DynamoDBClient:
     return make_ddb_client(dynamodb_local.endpoint)
 
 
+def lease_ended_under_skew(
+    client: DynamoDBClient, table: str, scope: str, clock: FakeClock, offset_s: float
+) -> tuple[SkewedDate, IdempotencyStore, Acquisition]:
+    """`holder`'s 30 s lease on `k`, just ended by this process's clock; then DynamoDB's replies
+    read `offset_s` off our clock, measured by one read. Returns the store to take over with."""
+    skew = SkewedDate(client)
+    store = IdempotencyStore(table, client=client, clock=clock)
+    held = store.acquire(scope, "k", lease_ms=30_000, owner="holder")
+    assert held.status is AcquireStatus.ACQUIRED
+    clock.advance(31)  # by this process's clock, the lease has just ended
+    skew.offset_s = offset_s
+    store.get(scope, "k")  # any reply measures it
+    return skew, store, held
+
+
 def test_a_clock_too_far_ahead_does_not_take_an_expired_lease_over(
     skewed_client: DynamoDBClient,
     idempotency_table: str,
@@ -63,15 +79,9 @@ def test_a_clock_too_far_ahead_does_not_take_an_expired_lease_over(
     clock: FakeClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    skew = SkewedDate(skewed_client)
-    holder = IdempotencyStore(idempotency_table, client=skewed_client, clock=clock)
-    held = holder.acquire(scope, "k", lease_ms=30_000, owner="holder")
-    assert held.status is AcquireStatus.ACQUIRED
-    clock.advance(31)  # by this process's clock, the lease has just ended
-
-    skew.offset_s = -60.0  # DynamoDB's clock reads a minute earlier: ours runs a minute ahead
+    # DynamoDB's clock reads a minute earlier: ours runs a minute ahead
+    skew, _, held = lease_ended_under_skew(skewed_client, idempotency_table, scope, clock, -60.0)
     taker = IdempotencyStore(idempotency_table, client=skewed_client, clock=clock)
-    taker.get(scope, "k")  # any reply measures it
     bounds = clock_skew.bounds()
     assert bounds is not None
     assert bounds[1] < -50  # certainly a minute ahead, to the Date's one-second resolution
@@ -98,12 +108,7 @@ def test_a_blocked_takeover_is_not_marked_failed_on_a_skewed_clock(
     skewed_client: DynamoDBClient, idempotency_table: str, scope: str, clock: FakeClock
 ) -> None:
     """block_takeover would make the expired record FAILED for a person: not on a wrong clock."""
-    skew = SkewedDate(skewed_client)
-    store = IdempotencyStore(idempotency_table, client=skewed_client, clock=clock)
-    store.acquire(scope, "k", lease_ms=30_000, owner="holder")
-    clock.advance(31)
-    skew.offset_s = -60.0
-    store.get(scope, "k")
+    _, store, _ = lease_ended_under_skew(skewed_client, idempotency_table, scope, clock, -60.0)
     blocked = store.acquire(scope, "k", lease_ms=30_000, owner="taker", block_takeover=True)
     assert blocked.status is AcquireStatus.IN_PROGRESS
     record = store.get(scope, "k")
@@ -114,12 +119,8 @@ def test_a_blocked_takeover_is_not_marked_failed_on_a_skewed_clock(
 def test_a_skew_within_the_margin_changes_nothing(
     skewed_client: DynamoDBClient, idempotency_table: str, scope: str, clock: FakeClock
 ) -> None:
-    skew = SkewedDate(skewed_client)
-    store = IdempotencyStore(idempotency_table, client=skewed_client, clock=clock)
-    store.acquire(scope, "k", lease_ms=30_000, owner="holder")
-    clock.advance(31)
-    skew.offset_s = -3.0  # ahead by 3 s: inside the 5 s margin
-    store.get(scope, "k")
+    # ahead by 3 s: inside the 5 s margin
+    _, store, _ = lease_ended_under_skew(skewed_client, idempotency_table, scope, clock, -3.0)
     assert not clock_skew.too_far_ahead(MARGIN_MS)
     assert store.acquire(scope, "k", lease_ms=30_000, owner="taker").takeover
 
@@ -132,12 +133,7 @@ def test_a_clock_behind_is_warned_about_but_still_takes_over(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Behind, this process sees leases end late: its takeovers are safe, only warned."""
-    skew = SkewedDate(skewed_client)
-    store = IdempotencyStore(idempotency_table, client=skewed_client, clock=clock)
-    store.acquire(scope, "k", lease_ms=30_000, owner="holder")
-    clock.advance(31)
-    skew.offset_s = 60.0
-    store.get(scope, "k")
+    _, store, _ = lease_ended_under_skew(skewed_client, idempotency_table, scope, clock, 60.0)
     with caplog.at_level(logging.WARNING, logger="exactly-once"):
         taken = store.acquire(scope, "k", lease_ms=30_000, owner="taker")
     assert taken.takeover
