@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from exactly_once import ErrorInfo, Status
 from exactly_once.postgres import connections
 from exactly_once.postgres.store import PostgresStore
+from exactly_once.records import Lock
 from fault_injection.pg_faults import FaultyConnection, FaultyPool
 from tests.conftest import FakeClock
 from tests.stores.pg_support import insert_entry, ledger_rows
@@ -73,21 +75,39 @@ def _store(
     return PostgresStore(pg_dsn, clock=clock, **pools), interrupting
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
-def test_an_interrupted_completion_gives_its_connection_back(
-    pg_dsn: str, scope: str, clock: FakeClock, lent_pool: ConnectionPool[Any], when: str
-) -> None:
+@dataclass
+class _Holding:
+    """A holder of a fresh key, its business transaction open (a ledger row inserted, on the
+    connection lent to it); `plan` maps a statement kind to when to interrupt it."""
+
+    store: PostgresStore
+    faults: FaultyPool
+    plan: dict[str, str]
+    key: str
+    lock: Lock
+
+
+def _holding(pg_dsn: str, scope: str, clock: FakeClock, pool: ConnectionPool[Any]) -> _Holding:
     plan: dict[str, str] = {}
-    store, faults = _store(pg_dsn, clock, lent_pool, plan)
+    store, faults = _store(pg_dsn, clock, pool, plan)
     key = f"k-{uuid.uuid4().hex[:8]}"
     got = store.acquire(scope, key, lease_ms=30_000, owner="o")
     assert got.lock is not None
     insert_entry(store.transaction(got.lock), key, got.lock.fence)
+    return _Holding(store, faults, plan, key, got.lock)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_an_interrupted_completion_gives_its_connection_back(
+    pg_dsn: str, scope: str, clock: FakeClock, lent_pool: ConnectionPool[Any], when: str
+) -> None:
+    held = _holding(pg_dsn, scope, clock, lent_pool)
+    store, key = held.store, held.key
     assert _out_of_pool(lent_pool) == 1  # lent to the holder
-    plan["complete"] = when
+    held.plan["complete"] = when
     with pytest.raises(Cancelled):
-        store.complete(got.lock, "r")
-    assert faults.injected == {("complete", when): 1}
+        store.complete(held.lock, "r")
+    assert held.faults.injected == {("complete", when): 1}
     assert _out_of_pool(lent_pool) == 0
     assert store._open == {}
     record = store.get(scope, key)
@@ -95,7 +115,7 @@ def test_an_interrupted_completion_gives_its_connection_back(
     if when == "before":  # never sent: nothing committed, the key is still held
         assert record.status is Status.IN_PROGRESS
         assert ledger_rows(pg_dsn, key) == []
-        assert store.complete(got.lock, "r").ok  # without the transaction, which rolled back
+        assert store.complete(held.lock, "r").ok  # without the transaction, which rolled back
     else:  # the server committed it; only the reply was lost to the interruption
         assert record.status is Status.COMPLETED
         assert len(ledger_rows(pg_dsn, key)) == 1
@@ -118,21 +138,16 @@ def test_an_interrupted_begin_gives_its_connection_back(
 def test_an_interrupted_rollback_gives_its_connection_back(
     pg_dsn: str, scope: str, clock: FakeClock, lent_pool: ConnectionPool[Any], end: str
 ) -> None:
-    plan: dict[str, str] = {}
-    store, faults = _store(pg_dsn, clock, lent_pool, plan)
-    key = f"k-{uuid.uuid4().hex[:8]}"
-    got = store.acquire(scope, key, lease_ms=30_000, owner="o")
-    assert got.lock is not None
-    insert_entry(store.transaction(got.lock), key, got.lock.fence)
-    lock = got.lock
+    held = _holding(pg_dsn, scope, clock, lent_pool)
+    store, lock = held.store, held.lock
     ending: Callable[[], object] = {
         "fail": lambda: store.fail(lock, ErrorInfo("X", "x", retryable=True)),
         "discard": lambda: store.discard(lock),
     }[end]
-    plan["rollback"] = "before"
+    held.plan["rollback"] = "before"
     with pytest.raises(Cancelled):
         ending()
-    assert faults.injected == {("rollback", "before"): 1}
+    assert held.faults.injected == {("rollback", "before"): 1}
     assert _out_of_pool(lent_pool) == 0  # the pool rolled it back on its return
     assert store._open == {}
-    assert ledger_rows(pg_dsn, key) == []
+    assert ledger_rows(pg_dsn, held.key) == []
