@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,12 @@ from fault_injection.lost_replies import install_lost_replies
 from fault_injection.throttling import install_throttling
 from local_aws.tables import create_idempotency_table, create_ledger_table
 from tests.conftest import FakeClock, make_ddb_client
+from tests.stores.durable_checks import (
+    assert_left_for_the_replay,
+    assert_resumed,
+    forked_copy,
+    still_suspended,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -427,7 +433,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     def _fork(self, worker: int, write: str) -> None:
         key, lock = self._held(worker)
-        clone = replace(lock, process="another-process")
+        clone = forked_copy(lock)
         before, effect_before = self._raw(key), self._effect_exists(key)
         try:
             if write == "complete":
@@ -467,9 +473,7 @@ class StoreMachine(RuleBasedStateMachine):
         execution = self.executions[worker]
         assert execution is not None
         self.holders[worker] = None
-        record = self._raw(key)
-        if record is not None and record.lock_token == lock.token:
-            assert (record.status, record.resume_id) == (Status.IN_PROGRESS, execution)
+        assert_left_for_the_replay(self._raw(key), lock, execution)
         self.suspended[key] = (execution, lock)
 
     @precondition(lambda self: bool(self.suspended))
@@ -482,21 +486,12 @@ class StoreMachine(RuleBasedStateMachine):
 
     def _resume(self, key: str, worker: int) -> None:
         execution, suspended = self.suspended.pop(key)
-        before = self._raw(key)
-        own = (
-            self._live(before)
-            and before is not None
-            and before.status is Status.IN_PROGRESS
-            and before.lock_token == suspended.token
-        )
+        own = still_suspended(self._raw(key), self.clock(), suspended)
         got = self._hold(worker, key, None, execution)
         if got is None or self.faults.fired:
             return  # unknown whether it was taken
         if own:
-            assert got.status is AcquireStatus.ACQUIRED, got.status
-            assert got.resumed, "a replay did not resume its own suspended lock"
-            assert got.lock is not None
-            assert got.lock.fence > suspended.fence
+            assert_resumed(got, suspended)
         if self.max_fence[key] <= suspended.fence:
             return
         ctx = RecordContext("late", key, suspended.fence, 1, {}, None, self.store, suspended)

@@ -27,7 +27,7 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
@@ -56,6 +56,12 @@ from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, Lock, St
 from exactly_once.schema import Status
 from exactly_once.stores import Store
 from tests.conftest import FakeClock
+from tests.stores.durable_checks import (
+    assert_left_for_the_replay,
+    assert_resumed,
+    forked_copy,
+    still_suspended,
+)
 
 KEYS = ("k0", "k1")
 WORKERS = (0, 1)
@@ -390,8 +396,7 @@ class StateMachine(RuleBasedStateMachine):
 
     def _fork(self, worker: int, write: str) -> None:
         key, lock = self._held(worker)
-        clone = replace(lock, process="another-process")
-        assert clone.inherited
+        clone = forked_copy(lock)
         before = self.backend.raw(self.scope, key)
         effects_before = self.backend.effect_fences(self.scope, key)
         try:
@@ -436,9 +441,7 @@ class StateMachine(RuleBasedStateMachine):
         execution = self.executions[worker]
         assert execution is not None
         self._abandon(worker)
-        record = self.backend.raw(self.scope, key)
-        if record is not None and record.lock_token == lock.token:  # still its own
-            assert (record.status, record.resume_id) == (Status.IN_PROGRESS, execution)
+        assert_left_for_the_replay(self.backend.raw(self.scope, key), lock, execution)
         self.suspended[key] = (execution, lock)
 
     @precondition(lambda self: bool(self.suspended))
@@ -451,21 +454,12 @@ class StateMachine(RuleBasedStateMachine):
 
     def _resume(self, key: str, worker: int) -> None:
         execution, suspended = self.suspended.pop(key)
-        before = self.backend.raw(self.scope, key)
-        own = (
-            self._live(before)
-            and before is not None
-            and before.status is Status.IN_PROGRESS
-            and before.lock_token == suspended.token
-        )
+        own = still_suspended(self.backend.raw(self.scope, key), self.clock(), suspended)
         got = self._hold(worker, key, execution)
         if got is None or self.faults.fired:
             return  # unknown whether it was taken
         if own:
-            assert got.status is AcquireStatus.ACQUIRED, got.status
-            assert got.resumed, "a replay did not resume its own suspended lock"
-            assert got.lock is not None
-            assert got.lock.fence > suspended.fence
+            assert_resumed(got, suspended)
         if self.max_fence[key] > suspended.fence:
             self._refused_after_resume(key, suspended)
 
