@@ -15,7 +15,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from exactly_once import HttpRequest, RequestContext
-from tests.api.conftest import PATH, MakeApi
+from tests.api.conftest import PATH, MakeApi, Served
 
 
 def connect(endpoint: str) -> http.client.HTTPConnection:
@@ -27,6 +27,20 @@ def authorization(endpoint: str, method: str) -> str:
     signed = AWSRequest(method=method, url=endpoint + PATH, data=b"", headers={})
     SigV4Auth(Credentials("AKIAREVIEW", "testing"), "execute-api", "us-east-1").add_auth(signed)
     return str(signed.headers["Authorization"])
+
+
+def send_raw(
+    served: Served, method: str, headers: list[tuple[str, str]], **putrequest: Any
+) -> http.client.HTTPResponse:
+    """A signed request whose header lines are sent as given, repeats and all (what `request`
+    would fold or refuse); no body."""
+    conn = connect(served.gateway.endpoint)
+    conn.putrequest(method, PATH, **putrequest)
+    conn.putheader("Authorization", authorization(served.gateway.endpoint, method))
+    for name, value in headers:
+        conn.putheader(name, value)
+    conn.endheaders()
+    return conn.getresponse()
 
 
 def echo(seen: list[HttpRequest]) -> Any:
@@ -81,39 +95,29 @@ def test_a_chunked_request_body_reaches_the_handler(make_api: MakeApi) -> None:
 def test_repeated_headers_are_joined_as_api_gateway_joins_them(make_api: MakeApi) -> None:
     seen: list[HttpRequest] = []
     served = make_api(echo(seen))
-    conn = connect(served.gateway.endpoint)
-    conn.putrequest("GET", PATH)
-    conn.putheader("Authorization", authorization(served.gateway.endpoint, "GET"))
-    conn.putheader("X-Tag", "a")
-    conn.putheader("X-Tag", "b")
-    conn.endheaders()
-    conn.getresponse().read()
+    send_raw(served, "GET", [("X-Tag", "a"), ("X-Tag", "b")]).read()
     assert seen[0].header("x-tag") == "a,b"
 
 
 def test_a_malformed_content_length_gets_an_http_answer(make_api: MakeApi) -> None:
     served = make_api(echo([]))
-    conn = connect(served.gateway.endpoint)
-    conn.putrequest("POST", PATH, skip_accept_encoding=True)
-    conn.putheader("Authorization", authorization(served.gateway.endpoint, "POST"))
-    conn.putheader("Idempotency-Key", "cl-1")
-    conn.putheader("Content-Length", "ten")
-    conn.endheaders()
-    reply = conn.getresponse()  # RemoteDisconnected: the handler thread died on int("ten")
+    reply = send_raw(  # RemoteDisconnected: the handler thread died on int("ten")
+        served,
+        "POST",
+        [("Idempotency-Key", "cl-1"), ("Content-Length", "ten")],
+        skip_accept_encoding=True,
+    )
     assert reply.status == 400
 
 
 def test_a_key_sent_twice_in_two_cases_gets_400_over_the_wire(make_api: MakeApi) -> None:
     seen: list[HttpRequest] = []
     served = make_api(echo(seen))
-    conn = connect(served.gateway.endpoint)
-    conn.putrequest("POST", PATH)
-    conn.putheader("Authorization", authorization(served.gateway.endpoint, "POST"))
-    conn.putheader("Idempotency-Key", "k-a")
-    conn.putheader("idempotency-key", "k-b")
-    conn.putheader("Content-Length", "0")
-    conn.endheaders()
-    reply = conn.getresponse()
+    reply = send_raw(
+        served,
+        "POST",
+        [("Idempotency-Key", "k-a"), ("idempotency-key", "k-b"), ("Content-Length", "0")],
+    )
     problem = json.loads(reply.read())
     assert (reply.status, problem["type"]) == (400, "urn:exactly-once:problem:key-invalid")
     assert seen == []

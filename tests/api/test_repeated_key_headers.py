@@ -7,16 +7,40 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from exactly_once import HttpRequest, RequestContext, idempotent_api
+from exactly_once.http_api import IdempotentApi
 from exactly_once.http_keys import InvalidKey, parse_key
 from exactly_once_ops.sample_api_events import http_api_event, rest_api_event
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+
+@dataclass
+class Charge:
+    """A payment endpoint on a scope of its own; `runs` has the fence of each execution."""
+
+    handle: IdempotentApi
+    runs: list[int]
+
+
+@pytest.fixture
+def charge(ddb: DynamoDBClient, idempotency_table: str) -> Charge:
+    runs: list[int] = []
+
+    @idempotent_api(
+        table_name=idempotency_table, scope=f"rv-{uuid.uuid4().hex[:8]}", dynamodb_client=ddb
+    )
+    def handle(request: HttpRequest, ctx: RequestContext) -> dict[str, Any]:
+        runs.append(ctx.fence)
+        return {"statusCode": 201, "body": json.dumps({"charged": True})}
+
+    return Charge(handle, runs)
 
 
 def repeated_http(key: str, times: int) -> dict[str, Any]:
@@ -33,21 +57,12 @@ def repeated_rest(key: str, times: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("repeated", [repeated_http, repeated_rest])
 def test_the_same_key_sent_twice_does_not_run_the_request_again(
-    repeated: Any, ddb: DynamoDBClient, idempotency_table: str
+    repeated: Any, charge: Charge
 ) -> None:
-    runs: list[int] = []
-
-    @idempotent_api(
-        table_name=idempotency_table, scope=f"rv-{uuid.uuid4().hex[:8]}", dynamodb_client=ddb
-    )
-    def handle(request: HttpRequest, ctx: RequestContext) -> dict[str, Any]:
-        runs.append(ctx.fence)
-        return {"statusCode": 201, "body": json.dumps({"charged": True})}
-
-    assert handle(repeated("pay-1", 1), None)["statusCode"] == 201
+    assert charge.handle(repeated("pay-1", 1), None)["statusCode"] == 201
     # A proxy or client library that adds the header instead of setting it, on the retry:
-    again = handle(repeated("pay-1", 2), None)
-    assert len(runs) == 1, f"charged twice; the retry answered {again['statusCode']}"
+    again = charge.handle(repeated("pay-1", 2), None)
+    assert len(charge.runs) == 1, f"charged twice; the retry answered {again['statusCode']}"
     assert again["statusCode"] == 400 or again["headers"].get("Idempotent-Replayed") == "true"
 
 
@@ -92,25 +107,16 @@ TWO_CASES = [http_two_cases, rest_two_cases, rest_two_cases_headers_only, rest_t
 @pytest.mark.parametrize("two_cases", TWO_CASES)
 @pytest.mark.parametrize(("first", "second"), [("k-a", "k-b"), ("k-a", "k-a")])
 def test_two_key_headers_differing_only_in_case_get_400_and_nothing_runs(
-    two_cases: Any, first: str, second: str, ddb: DynamoDBClient, idempotency_table: str
+    two_cases: Any, first: str, second: str, charge: Charge
 ) -> None:
     """Header names are case-insensitive (RFC 9110): the two are one field sent twice, not a
     key that the last spelling overwrites (which one is "last" is the dict's order)."""
-    runs: list[int] = []
-
-    @idempotent_api(
-        table_name=idempotency_table, scope=f"rv-{uuid.uuid4().hex[:8]}", dynamodb_client=ddb
-    )
-    def handle(request: HttpRequest, ctx: RequestContext) -> dict[str, Any]:
-        runs.append(ctx.fence)
-        return {"statusCode": 201, "body": json.dumps({"charged": True})}
-
-    answer = handle(two_cases(first, second), None)
-    assert answer["statusCode"] == 400, f"ran with key {handle.last_result}"
+    answer = charge.handle(two_cases(first, second), None)
+    assert answer["statusCode"] == 400, f"ran with key {charge.handle.last_result}"
     assert answer["headers"]["content-type"] == "application/problem+json"
     problem = json.loads(answer["body"])
     assert (problem["status"], problem["type"]) == (400, "urn:exactly-once:problem:key-invalid")
-    assert runs == []
+    assert charge.runs == []
 
 
 def test_other_headers_sent_in_two_cases_keep_both_values() -> None:
