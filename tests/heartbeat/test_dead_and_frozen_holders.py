@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from exactly_once.once_lock import Claim, claim
+from exactly_once.records import StoredRecord
 from exactly_once.schema import Status
 from exactly_once.stores import Store
 from tests.waiting import wait_until
@@ -84,6 +85,25 @@ def successor(store: Store, scope: str, key: str) -> Claim | None:
     return taken if taken.acquired else None
 
 
+def taken_over(store: Store, scope: str, key: str, fence: int) -> Claim:
+    """The successor's claim, waited for within the bound: a takeover, at a higher fence."""
+    taken = wait_until(
+        lambda: successor(store, scope, key),
+        lambda: store.get(scope, key),
+        bound_s=BOUND_S,
+    )
+    assert taken.takeover
+    assert taken.lock.fence > fence
+    return taken
+
+
+def completed(store: Store, scope: str, key: str) -> StoredRecord:
+    record = store.get(scope, key)
+    assert record is not None
+    assert record.status is Status.COMPLETED
+    return record
+
+
 def test_a_killed_holder_frees_its_key_within_a_heartbeat_lease(
     backend: str, where: str, store: Store, scope: str
 ) -> None:
@@ -93,17 +113,9 @@ def test_a_killed_holder_frees_its_key_within_a_heartbeat_lease(
         assert successor(store, scope, key) is None  # held while it lives
         proc.kill()  # SIGKILL: out of memory, no cleanup of any kind
         proc.wait()
-    taken = wait_until(
-        lambda: successor(store, scope, key),
-        lambda: store.get(scope, key),
-        bound_s=BOUND_S,
-    )
-    assert taken.takeover
-    assert taken.lock.fence > fence
+    taken = taken_over(store, scope, key, fence)
     taken.lock.succeed("second run")
-    record = store.get(scope, key)
-    assert record is not None
-    assert record.status is Status.COMPLETED
+    completed(store, scope, key)
 
 
 def test_a_frozen_holder_loses_its_key_and_is_fenced_when_it_thaws(
@@ -113,13 +125,7 @@ def test_a_frozen_holder_loses_its_key_and_is_fenced_when_it_thaws(
     with holder(backend, where, scope, key) as proc:
         fence = acquired_fence(proc)
         os.kill(proc.pid, signal.SIGSTOP)  # its heartbeat thread freezes with it
-        taken = wait_until(
-            lambda: successor(store, scope, key),
-            lambda: store.get(scope, key),
-            bound_s=BOUND_S,
-        )
-        assert taken.takeover
-        assert taken.lock.fence > fence
+        taken = taken_over(store, scope, key, fence)
         os.kill(proc.pid, signal.SIGCONT)
         assert tell(proc, "wait-lost") == "lost"  # its next renewal was refused
         assert tell(proc, "succeed") == "lease-lost"  # and so is its completion
@@ -131,7 +137,4 @@ def test_a_frozen_holder_loses_its_key_and_is_fenced_when_it_thaws(
         # the thawed holder's renewal did not move the successor's lease
         assert record.lease_expires_at_ms == taken.lock.store_lock.lease_expires_at_ms
     taken.lock.succeed("the successor's")
-    done = store.get(scope, key)
-    assert done is not None
-    assert done.status is Status.COMPLETED
-    assert done.result == "the successor's"
+    assert completed(store, scope, key).result == "the successor's"
