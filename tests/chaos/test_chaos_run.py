@@ -21,9 +21,10 @@ from fault_injection import injection
 from fault_injection.consumers import by_names
 from fault_injection.report import print_report
 from fault_injection.runner import run_chaos
-from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates
+from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates, StoreKind
 from fault_injection.workload import Kind
 from local_aws.local_stack import LocalStack
+from tests.chaos.lock_off import assert_the_books_find_the_doubles, run_lock_off
 
 SETTINGS = ChaosSettings(
     messages=240,
@@ -91,24 +92,6 @@ def test_every_fault_injected_and_the_books_still_close(stack: LocalStack, tmp_p
     assert verdict.ok
 
 
-LOCK_OFF = ChaosSettings(
-    messages=60,
-    rates=FaultRates(
-        duplicates=0.3,
-        poison=0.0,
-        transient=0.0,
-        crash=0.0,
-        zombie=0.0,
-        throttle=0.0,
-        delete_failure=0.0,
-    ),
-    seed=11,
-    workers=2,
-    drain_timeout_s=120,
-    lock_off=True,
-)
-
-
 @pytest.mark.timeout(300)
 def test_with_the_lock_off_the_books_find_the_double_executions(
     stack: LocalStack, tmp_path: Path
@@ -116,20 +99,9 @@ def test_with_the_lock_off_the_books_find_the_double_executions(
     """The self-test: the same harness with the layer's lock off in the workers (every delivery
     acquires a record of its own). The fenced column's books must fail, with each repeated
     message's key executed again; under `record_effect` they passed all the same."""
-    out = io.StringIO()
-    console = Console(file=out, width=160)
-    result = run_chaos(LOCK_OFF, by_names(["layer"]), console, stack=stack, workdir=tmp_path)
-    print_report(console, LOCK_OFF, result.plan, result.runs)
-    [run] = result.runs
-    report = out.getvalue()
+    result, report = run_lock_off(stack, StoreKind.DYNAMODB, tmp_path)
 
-    assert "SELF-TEST: the idempotency lock is OFF" in report
-    assert run.drained, report
-    assert not run.verdict.ok, report
-    assert run.verdict.doubles, report
-    assert set(run.verdict.doubles) <= result.plan.keys, report
-    assert sum(n - 1 for n in run.verdict.doubles.values()) >= result.plan.duplicates, report
-    assert run.verdict.missing == set(), report
+    assert_the_books_find_the_doubles(result, report)
     assert "FAIL" in report
 
 

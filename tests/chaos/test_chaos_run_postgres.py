@@ -27,6 +27,7 @@ from fault_injection.runner import ChaosResult, run_chaos
 from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates, StoreKind
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
+from tests.chaos.lock_off import assert_the_books_find_the_doubles, run_lock_off
 
 SETTINGS = ChaosSettings(
     messages=200,
@@ -59,26 +60,6 @@ def result(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Chaos
     workdir = tmp_path_factory.mktemp("chaos-pg")
     kinds = by_names(["layer"], StoreKind.POSTGRES)
     return run_chaos(SETTINGS, kinds, Console(file=io.StringIO()), stack=stack, workdir=workdir)
-
-
-LOCK_OFF = ChaosSettings(
-    messages=60,
-    rates=FaultRates(
-        duplicates=0.3,
-        poison=0.0,
-        transient=0.0,
-        crash=0.0,
-        zombie=0.0,
-        throttle=0.0,
-        delete_failure=0.0,
-        lost_reply=0.0,
-    ),
-    seed=11,
-    workers=2,
-    drain_timeout_s=120,
-    store=StoreKind.POSTGRES,
-    lock_off=True,
-)
 
 
 def report_of(result: ChaosResult) -> str:
@@ -157,20 +138,9 @@ def test_with_the_lock_off_the_books_find_the_double_executions(
 ) -> None:
     """The self-test on PostgreSQL: the lock off in the workers, every repeated message runs
     and commits its row again, and the books must fail with those keys executed twice."""
-    kinds = by_names(["layer"], StoreKind.POSTGRES)
-    result = run_chaos(LOCK_OFF, kinds, Console(file=io.StringIO()), stack=stack, workdir=tmp_path)
-    [run] = result.runs
-    out = io.StringIO()
-    print_report(Console(file=out, width=160), LOCK_OFF, result.plan, result.runs)
-    report = out.getvalue()
+    result, report = run_lock_off(stack, StoreKind.POSTGRES, tmp_path)
 
-    assert "SELF-TEST: the idempotency lock is OFF" in report
-    assert run.drained, report
-    assert not run.verdict.ok, report
-    assert run.verdict.doubles, report
-    assert set(run.verdict.doubles) <= result.plan.keys, report
-    assert sum(n - 1 for n in run.verdict.doubles.values()) >= result.plan.duplicates, report
-    assert run.verdict.missing == set(), report
+    assert_the_books_find_the_doubles(result, report)
 
 
 def test_the_cli_offers_the_store_and_keeps_the_dynamodb_page() -> None:

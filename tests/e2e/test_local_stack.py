@@ -19,8 +19,8 @@ from infra.topics import by_id as topic_by_id
 from local_aws.api_server import ApiServer
 from local_aws.api_workload import ApiWorkload, run_api_workload, summary
 from local_aws.demo import Workload
-from local_aws.demo_report import build_report
-from local_aws.demo_workload import send_workload
+from local_aws.demo_report import DemoReport, build_report
+from local_aws.demo_workload import SentWorkload, send_workload
 from local_aws.local_stack import LocalStack
 from local_aws.lock_off import LOCK_OFF_ENV
 from local_aws.poller import Poller, wait_until_drained
@@ -37,14 +37,13 @@ def stack() -> Iterator[LocalStack]:
         yield running
 
 
-def test_200_messages_with_duplicates_and_poison_take_effect_exactly_once(
-    stack: LocalStack, tmp_path: Path
-) -> None:
-    workload = Workload(
-        orders=200, payments=20, duplicate_ratio=0.3, poison=1, transient_ratio=0.0, work_ms=5
-    )
+def run_queue_workload(
+    stack: LocalStack, env: dict[str, str], workload: Workload, log_dir: Path
+) -> tuple[SentWorkload, DemoReport]:
+    """`make run`'s queue part: send the workload, let the pollers (run with `env`) drain the
+    queues, stop them so every batch's counts are in, then read the DLQs and the ledger."""
     sqs = stack.sqs()
-    with Poller(stack.bindings(), stack.aws_environment, workers=2, log_dir=tmp_path) as poller:
+    with Poller(stack.bindings(), env, workers=2, log_dir=log_dir) as poller:
         sent = send_workload(sqs, stack.outputs, workload)
         urls = [stack.outputs[f"{name}QueueUrl"] for name in sent.sent]
         drained = wait_until_drained(sqs, urls, timeout_s=180)
@@ -58,6 +57,16 @@ def test_200_messages_with_duplicates_and_poison_take_effect_exactly_once(
             drained=drained,
             elapsed_s=0,
         )
+    return sent, report
+
+
+def test_200_messages_with_duplicates_and_poison_take_effect_exactly_once(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    workload = Workload(
+        orders=200, payments=20, duplicate_ratio=0.3, poison=1, transient_ratio=0.0, work_ms=5
+    )
+    _, report = run_queue_workload(stack, stack.aws_environment, workload, tmp_path)
 
     assert report.drained
     assert report.sent == {"Orders": 200, "Payments": 20}
@@ -256,22 +265,7 @@ def test_with_the_lock_off_the_queue_verdict_fails(stack: LocalStack, tmp_path: 
     workload = Workload(
         orders=30, payments=10, duplicate_ratio=0.3, poison=0, transient_ratio=0.0, work_ms=5
     )
-    sqs = stack.sqs()
-    env = lock_off_environment(stack)
-    with Poller(stack.bindings(), env, workers=2, log_dir=tmp_path) as poller:
-        sent = send_workload(sqs, stack.outputs, workload)
-        urls = [stack.outputs[f"{name}QueueUrl"] for name in sent.sent]
-        drained = wait_until_drained(sqs, urls, timeout_s=180)
-        poller.stop()
-        report = build_report(
-            sqs,
-            stack.ledger(),
-            stack.outputs,
-            sent,
-            totals=poller.totals(),
-            drained=drained,
-            elapsed_s=0,
-        )
+    sent, report = run_queue_workload(stack, lock_off_environment(stack), workload, tmp_path)
 
     assert report.drained
     assert not report.ok
