@@ -9,6 +9,7 @@ self-tests cannot drift apart.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 from rich.console import Console
@@ -65,3 +66,5 @@ def assert_the_books_find_the_doubles(result: ChaosResult, report: str) -> None:
     assert set(run.verdict.doubles) <= result.plan.keys, report
     assert sum(n - 1 for n in run.verdict.doubles.values()) >= result.plan.duplicates, report
     assert run.verdict.missing == set(), report
+    # The report's own verdict row says so (the title's "must FAIL" does not count).
+    assert re.findall(r"^\W*verdict\W+(PASS|FAIL)\b", report, re.MULTILINE) == ["FAIL"], report
