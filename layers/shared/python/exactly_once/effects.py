@@ -9,8 +9,8 @@ still being held by this lock and on the effect item not existing:
 - a zombie (its fence has moved on) is refused with `LeaseLost`, and its message is retried;
 - a takeover after a crash between effect and completion finds the mark and skips the effect.
 
-Measured under fault injection (docs/chaos.md): 0 double effects in 10,000 messages, where a
-plain PutItem gave 228 in the same run.
+Measured under fault injection (docs/chaos.md): no key executed twice in 10,000 messages, where
+a plain PutItem left hundreds executed twice in the same run.
 """
 
 from __future__ import annotations
