@@ -32,7 +32,9 @@ from exactly_once.postgres.store import PostgresStore
 from exactly_once.schema import Status
 from exactly_once.stores import Store
 from tests.conftest import FakeClock
-from tests.runtime.test_fork_locks import in_a_forked_child, payments_table, rows
+from tests.runtime.test_fork_locks import in_a_forked_child
+from tests.stores.pg_support import business_table as payments_table
+from tests.stores.pg_support import table_rows as rows
 
 LONG_S = 600.0  # longer than the default heartbeat lease: held by renewals
 

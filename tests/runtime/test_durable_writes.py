@@ -14,11 +14,9 @@ Run by the durable SDK's own local runner, on a real PostgreSQL server.
 from __future__ import annotations
 
 import json
-import uuid
 from types import SimpleNamespace
 from typing import Any
 
-import psycopg
 import pytest
 from aws_durable_execution_sdk_python import (
     DurableContext,
@@ -35,6 +33,8 @@ from exactly_once import Claim, ClaimStatus, ConfigurationError, once
 from exactly_once.postgres.store import PostgresStore
 from exactly_once.schema import Status
 from tests.conftest import FakeClock
+from tests.stores.pg_support import business_table
+from tests.stores.pg_support import table_rows as rows
 
 LEASE_S = 3600.0
 NO_RETRY = StepConfig(retry_strategy=RetryPresets.none())  # a refused step fails at once
@@ -48,15 +48,7 @@ def pg_store(pg_dsn: str, clock: FakeClock) -> PostgresStore:
 @pytest.fixture
 def payments(pg_dsn: str) -> str:
     """A business table of the test's own."""
-    table = f"payments_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {table} (order_id text PRIMARY KEY, amount int)")
-    return table
-
-
-def rows(dsn: str, table: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(f"SELECT order_id, amount FROM {table} ORDER BY 1").fetchall()  # noqa: S608
+    return business_table(pg_dsn, "order_id text PRIMARY KEY, amount int")
 
 
 def run_execution(handler: Any, payload: dict[str, Any]) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +21,9 @@ from exactly_once import LockInherited, OnceLock, begin, effects, lifecycle
 from exactly_once.records import ErrorInfo
 from exactly_once.schema import Status
 from exactly_once.stores import Store
+from tests.stores.pg_support import business_table as payments_table
 from tests.stores.pg_support import ledger_rows
+from tests.stores.pg_support import table_rows as rows
 
 
 def in_a_forked_child(attempts: dict[str, Callable[[], Any]]) -> dict[str, str]:
@@ -137,22 +138,6 @@ def test_a_forked_childs_fenced_effects_are_refused(
         assert ddb.scan(TableName=table)["Items"] == []
     else:
         assert ledger_rows(request.getfixturevalue("pg_dsn"), "order-1") == []
-
-
-def payments_table(dsn: str) -> str:
-    import psycopg
-
-    table = f"payments_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {table} (order_id text PRIMARY KEY, payer text)")
-    return table
-
-
-def rows(dsn: str, table: str) -> list[tuple[Any, ...]]:
-    import psycopg
-
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(f"SELECT * FROM {table}").fetchall()  # noqa: S608
 
 
 def test_a_lock_handed_to_another_process_is_refused_there(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,20 @@ import psycopg
 from exactly_once.postgres.store import PostgresStore
 from fault_injection.pg_faults import FaultyPool, faulty_store_pools
 from tests.conftest import FakeClock
+
+
+def business_table(dsn: str, columns: str = "order_id text PRIMARY KEY, payer text") -> str:
+    """A business table of the test's own (a fresh name), for writes in a holder's transaction."""
+    table = f"payments_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} ({columns})")
+    return table
+
+
+def table_rows(dsn: str, table: str) -> list[tuple[Any, ...]]:
+    """What the table holds, committed, in primary-key order."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()  # noqa: S608
 
 
 def ledger_rows(dsn: str, key: str) -> list[tuple[Any, ...]]:
