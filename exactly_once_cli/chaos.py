@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from exactly_once_cli.common import stdout
+from exactly_once_cli.self_test import apply_lock_off
 from fault_injection.consumers import CONSUMERS, DEFAULT_CONSUMERS, POSTGRES_CONSUMERS, by_names
 from fault_injection.page import write_page
 from fault_injection.report import print_report
@@ -130,6 +131,7 @@ def chaos_cmd(
         kinds = by_names([name.strip() for name in names.split(",") if name.strip()], store)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--consumers") from exc
+    apply_lock_off(lock_off)  # the workers inherit it; an inherited one is refused
     result = run_chaos(settings, kinds, console)
     print_report(console, settings, result.plan, result.runs)
     if markdown is not None:

@@ -12,7 +12,6 @@ running.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -27,6 +26,7 @@ from rich.table import Table
 from exactly_once_cdk.outputs import TOPIC_ARN
 from exactly_once_cli import workload_options as opts
 from exactly_once_cli.common import fail, stdout
+from exactly_once_cli.self_test import apply_lock_off
 from exactly_once_cli.store_target import LocalStore, StoreOption
 from exactly_once_cli.up import print_started, state_paths
 from exactly_once_ops.local_state import AlreadyUp, StateLock
@@ -38,7 +38,6 @@ from local_aws.demo_workload import CONSUMERS, SentWorkload, send_workload
 from local_aws.local_deploy import ROOT
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
-from local_aws.lock_off import LOCK_OFF_ENV
 from local_aws.poller import Poller, describe_bindings, wait_until_drained
 from local_aws.serve import long_lived_postgres, serve, start_apis, start_delivery, up_state
 from local_aws.signals import terminate_on_signals
@@ -291,8 +290,13 @@ def run_cmd(
         work_ms=work_ms,
         seed=seed,
     )
-    if lock_off:  # the function processes (spawned, or the gateway's child) inherit it
-        os.environ[LOCK_OFF_ENV] = "1"
+    if lock_off and keep:
+        raise typer.BadParameter(
+            "a --lock-off run is a self-test: it leaves no stack up with the lock off",
+            param_hint="--keep",
+        )
+    apply_lock_off(lock_off)  # the function processes (spawned, or the gateway's child) inherit it
+    if lock_off:
         console.print(
             "[bold yellow]SELF-TEST[/]: the idempotency lock is OFF in every function process; "
             "each verdict below must FAIL"

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from exactly_once_cli.common import CliError, fail, stderr, stdout
+from exactly_once_cli.self_test import apply_lock_off
 from exactly_once_cli.store_target import LocalStore, StoreOption
 from exactly_once_ops.local_state import (
     STATE_DIR_ENV,
@@ -85,6 +86,7 @@ def up_cmd(
     `--store postgres` also starts a PostgreSQL server (its cluster in the state folder's
     postgres/, made anew at each `up`), the functions' idempotency store.
     """
+    apply_lock_off(False)  # the background stack never runs with the lock off
     paths = state_paths()
     console = stdout()
     started = time.monotonic()

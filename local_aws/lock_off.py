@@ -10,7 +10,9 @@ second execution for every key that was delivered twice, and the run must fail.
 
 The business function still sees its real key (the context carries the key it was given, not
 the record's id), so its log entries are counted under the business key, as they would be.
-The layer itself has no such switch: this lives in the harness, for its own tests.
+The layer itself has no such switch: this lives in the harness, for its own tests. Only
+`--lock-off` sets it (`decide`): a command that inherited it from the shell refuses to start,
+so a plain `up`, `run` or `chaos` never runs with the lock off.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 LOCK_OFF_ENV = "EONCE_LOCK_OFF"
@@ -28,6 +30,25 @@ SUFFIX = "#lock-off-"
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
     """True when the environment asks for the lock to be off ("1")."""
     return (os.environ if environ is None else environ).get(LOCK_OFF_ENV, "") == "1"
+
+
+class InheritedLockOff(Exception):
+    """EONCE_LOCK_OFF=1 came from the shell, not from `--lock-off`."""
+
+
+def decide(requested: bool, environ: MutableMapping[str, str] | None = None) -> None:
+    """Set the switch for the function processes a command is about to start: on when the
+    command was asked to (`--lock-off`); otherwise an EONCE_LOCK_OFF=1 the command inherited is
+    refused (InheritedLockOff), since its processes would inherit it too and run a plain `up`,
+    `run` or `chaos` with the lock off, unannounced."""
+    env = os.environ if environ is None else environ
+    if requested:
+        env[LOCK_OFF_ENV] = "1"
+    elif enabled(env):
+        raise InheritedLockOff(
+            f"{LOCK_OFF_ENV}=1 is set in this environment: every function process would run "
+            "with the idempotency lock off. Unset it, or pass --lock-off for the self-test."
+        )
 
 
 def _fresh_record(acquire: Callable[..., Any]) -> Callable[..., Any]:
