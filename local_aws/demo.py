@@ -149,7 +149,12 @@ class DynamoLedger:
     def counts(self, contains: str | None = None, scope: str | None = None) -> Counter[str]:
         counts: Counter[str] = Counter()
         paginator = self.ddb.get_paginator("scan")
-        for page in paginator.paginate(TableName=self.table, ProjectionExpression="pk, sk"):
+        # Strongly consistent: in AWS (`eonce report`) an eventually consistent Scan may miss an
+        # entry just written, and a key executed twice would be counted once.
+        pages = paginator.paginate(
+            TableName=self.table, ProjectionExpression="pk, sk", ConsistentRead=True
+        )
+        for page in pages:
             for item in page.get("Items", []):
                 key = item["pk"]["S"]
                 if contains is not None and contains not in key:
