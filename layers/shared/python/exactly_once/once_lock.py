@@ -492,9 +492,11 @@ def claim(
     Raises what DynamoDB raises when it stays unreachable through botocore's retries.
     """
     beat_ms = None if resume_id else heartbeat.short_lease(lease_ms, heartbeat_ms)
-    # With a heartbeat the record says when the long lease would end: the holder may run on
-    # until then (the queue defers an in-progress duplicate that long, a monitor reads it).
-    expected_ms = expected_duration_ms if beat_ms is None else (expected_duration_ms or lease_ms)
+    # The record says when the long lease would end: the holder may run on until then (the
+    # queue defers an in-progress duplicate that long, a monitor reads it). Always written:
+    # both stores keep an earlier holder's `expected_by` when none is given, and a heartbeat
+    # holder's (its whole budget) must never stand for a later holder's short lease.
+    expected_ms = expected_duration_ms if expected_duration_ms is not None else lease_ms
     started = time.monotonic()
     acquisition = store.acquire(
         scope,
