@@ -114,8 +114,9 @@ def run_consumer(
         **store.environment({**stack.aws_environment, **binding.environment}),
         EVENT_DIR_ENV: str(event_dir),
     }
-    if settings.lock_off:
-        environment[LOCK_OFF_ENV] = "1"
+    # Always set: a worker inherits the caller's environment, where an exported
+    # EONCE_LOCK_OFF=1 must never turn the lock off in a run that did not ask for it.
+    environment[LOCK_OFF_ENV] = "1" if settings.lock_off else "0"
     pause_s = settings.pause_s or visibility_timeout_s(sqs, binding.queue_url) + 3.0
     spec = WorkerSpec(
         binding=replace(binding, environment={}),
