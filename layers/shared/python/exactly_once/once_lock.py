@@ -75,6 +75,9 @@ class _OnceStore:
     record_ttl_s: int
     failed_ttl_s: int
     result_cap_bytes: int = 64 * 1024
+    # Its margin is the clock skew the DynamoDB store tolerates (IdempotencyStore.configured):
+    # without it the store judged skew by the default margin, not LEASE_MARGIN_MS.
+    lease: LeasePolicy | None = None
 
 
 class NotAcquired(RuntimeError):
@@ -425,6 +428,7 @@ def begin(
                 settings["dsn"],
                 settings["record_ttl_s"],
                 settings["failed_ttl_s"],
+                lease=settings["lease"],
             )
         )
     policy: LeasePolicy = settings["lease"]
