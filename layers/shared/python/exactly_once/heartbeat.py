@@ -140,6 +140,9 @@ class _Heart:
         return None
 
     def _renew(self, beat: Beat) -> None:
+        if beat.stopped:  # its holder stopped it after this round began: the key is given up
+            self._drop(beat)
+            return
         left_ms = int((beat.until - time.monotonic()) * 1000)
         if left_ms <= 0:  # the holder's budget is spent: let the lease lapse where it ends
             self._drop(beat)
