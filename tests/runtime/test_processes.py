@@ -66,9 +66,10 @@ def serve(handler: Any, keys: list[str], seed: int) -> int:
     raise AssertionError(f"records still failing after {ROUNDS} rounds: {pending}")
 
 
-def child(handler: Any, keys: list[str], seed: int, report: Connection) -> None:
+def child(handler: Any, keys: list[str], seed: int, report: Connection, go: Any) -> None:
     try:
         errors: list[str] = []
+        go.wait(60)  # every child starts at once: a loaded machine must not let one run alone
 
         def request(n: int) -> None:
             try:
@@ -109,12 +110,14 @@ def test_forked_processes_with_concurrent_requests_run_each_key_once(
 
     fork = multiprocessing.get_context("fork")
     children = []
+    go = fork.Event()
     for n in range(PROCESSES):
         receive, send = fork.Pipe(duplex=False)
-        process = fork.Process(target=child, args=(handler, KEYS, n + 1, send), daemon=True)
+        process = fork.Process(target=child, args=(handler, KEYS, n + 1, send, go), daemon=True)
         process.start()
         send.close()
         children.append((process, receive))
+    go.set()
     reports = []
     for process, receive in children:
         assert receive.poll(180), "a child sent no report (hung on an inherited thread pool?)"
