@@ -111,7 +111,7 @@ def postgres_rig(server_dsn: str, latency_s: float) -> Iterator[PostgresRig]:
     """A counting proxy with `latency_s` per round trip in front of `server_dsn` (migrated)."""
     from psycopg.conninfo import conninfo_to_dict
 
-    from exactly_once.postgres import connections
+    from exactly_once.stores.postgres import connections
 
     params = conninfo_to_dict(server_dsn)
     host, port = str(params.get("host") or "127.0.0.1"), int(str(params.get("port") or 5432))

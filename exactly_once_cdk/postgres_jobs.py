@@ -1,7 +1,7 @@
 """The PostgreSQL store's two jobs: the schema migration on deploy, and the hourly cleanup.
 
-Both run code from the shared layer (`exactly_once.postgres.*`), in the store's VPC, and connect
-like every other function: through RDS Proxy, as the store's user, with an IAM token.
+Both run code from the shared layer (`exactly_once.stores.postgres.*`), in the store's VPC, and
+connect like every other function: through RDS Proxy, as the store's user, with an IAM token.
 
 The migration could instead log in with the master password from Secrets Manager. It does not:
 the proxy already maps IAM logins to that same database user (the one secret it holds), so the
@@ -30,13 +30,13 @@ from exactly_once_cdk.functions import BuiltFunction, FunctionOptions, python_fu
 if TYPE_CHECKING:
     from exactly_once_cdk.record_store import RecordStore
 
-MIGRATE_HANDLER = "exactly_once.postgres.migrate_handler.handler"
-CLEANUP_HANDLER = "exactly_once.postgres.cleanup.handler"
+MIGRATE_HANDLER = "exactly_once.stores.postgres.migrate_handler.handler"
+CLEANUP_HANDLER = "exactly_once.stores.postgres.cleanup.handler"
 SCHEMA_RESOURCE_TYPE = "Custom::ExactlyOnceSchema"
 # The code is all in the layer (Lambda imports the handler's module from /opt/python); the
 # function still needs a package of its own, so it gets this one line.
 LAYER_ONLY_SOURCE = (
-    '"""Nothing here: the handler is exactly_once.postgres in the ExactlyOnceLayer."""\n'
+    '"""Nothing here: the handler is exactly_once.stores.postgres in the ExactlyOnceLayer."""\n'
 )
 # A new proxy can take minutes to report its target available; the provider framework waits
 # 15 minutes for the handler at most.
@@ -76,7 +76,8 @@ def _layer_function(
 
 class SchemaMigration(Construct):
     """A custom resource whose Create and Update apply the shipped migrations
-    (`exactly_once.postgres.migrate_handler`); Delete does nothing, the data outlives the stack.
+    (`exactly_once.stores.postgres.migrate_handler`); Delete does nothing, the data outlives
+    the stack.
 
     It is updated whenever the layer is, since the layer carries the migrations: a deploy with
     a new library version migrates before any function that `wait_for_schema` is updated.
@@ -153,9 +154,10 @@ class SchemaMigration(Construct):
 
 
 class ExpiredRecordCleanup(Construct):
-    """Deletes expired records on a schedule (`exactly_once.postgres.cleanup`): PostgreSQL has no
-    TTL, so without it the records table only grows. Reads already treat an expired record as
-    absent; this reclaims the space. Its failures alarm (an errors alarm on the function)."""
+    """Deletes expired records on a schedule (`exactly_once.stores.postgres.cleanup`):
+    PostgreSQL has no TTL, so without it the records table only grows. Reads already treat an
+    expired record as absent; this reclaims the space. Its failures alarm (an errors alarm on
+    the function)."""
 
     def __init__(
         self,

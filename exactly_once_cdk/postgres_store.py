@@ -35,7 +35,7 @@ from aws_cdk import aws_rds as rds
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from exactly_once.postgres.session import init_query
+from exactly_once.stores.postgres.session import init_query
 from exactly_once_cdk import outputs
 from exactly_once_cdk.alarms import ALARM_PERIOD, add_alarm
 from exactly_once_cdk.functions import FunctionOptions

@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from exactly_once import schema
+from exactly_once.stores import schema
 from exactly_once_cdk import outputs
 from exactly_once_cdk.alarms import ALARM_PERIOD, SUSTAINED, add_alarm
 

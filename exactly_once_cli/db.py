@@ -36,7 +36,7 @@ def migrate_cmd(dsn: DbDsnOption = None) -> None:
     """Apply the schema migrations this version ships that the database lacks (idempotent)."""
     url = database_dsn(dsn)
     with database_errors(url):
-        from exactly_once.postgres.migrations import migrate
+        from exactly_once.stores.postgres.migrations import migrate
 
         applied = migrate(url)
     if applied:
@@ -50,7 +50,7 @@ def pending_cmd(dsn: DbDsnOption = None) -> None:
     """List the shipped migrations the database has not applied (`db migrate` applies them)."""
     url = database_dsn(dsn)
     with database_errors(url):
-        from exactly_once.postgres.migrations import pending
+        from exactly_once.stores.postgres.migrations import pending
 
         missing = pending(url)
     out = stdout()
@@ -76,7 +76,7 @@ def cleanup_cmd(
     """Delete the records whose expiry passed (reads already treat them as absent)."""
     url = database_dsn(dsn)
     with database_errors(url):
-        from exactly_once.postgres.cleanup import delete_expired
+        from exactly_once.stores.postgres.cleanup import delete_expired
 
         deleted = delete_expired(url, batch=batch)
     stdout().print(f"deleted {deleted} expired record(s) from {describe(url)}", markup=False)

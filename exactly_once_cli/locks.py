@@ -18,7 +18,7 @@ from rich.table import Table
 
 from exactly_once import IdempotencyStore, Status, StoredRecord
 from exactly_once.keys import HASHED_PREFIX, storable_key
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
 from exactly_once_cli.store_target import (

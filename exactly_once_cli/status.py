@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from exactly_once import IdempotencyStore
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stderr, stdout
 from exactly_once_cli.store_target import DsnOption, database_errors, postgres_store

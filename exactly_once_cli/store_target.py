@@ -19,7 +19,7 @@ from exactly_once_cli.common import CliError, fail
 from exactly_once_ops.local_state import default_paths, serving
 
 if TYPE_CHECKING:
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres.store import PostgresStore
 
 DSN_ENV = "IDEMPOTENCY_DSN"
 PG_REQUIREMENTS = "pip install 'psycopg[binary]' psycopg-pool"
@@ -85,7 +85,7 @@ def database_dsn(dsn: str | None) -> str:
 
 def describe(dsn: str) -> str:
     """The database for people: host, port and name, never a password."""
-    from exactly_once.postgres.connections import describe as described
+    from exactly_once.stores.postgres.connections import describe as described
 
     return described(dsn)
 
@@ -114,8 +114,8 @@ def database_errors(dsn: str | None) -> Iterator[None]:
 
 def postgres_store(dsn: str) -> PostgresStore:
     """The store at `dsn`, once a connection proved it reachable (the pool would retry first)."""
-    from exactly_once.postgres import connections
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres import connections
+    from exactly_once.stores.postgres.store import PostgresStore
 
     connections.connect(dsn).close()
     return PostgresStore(dsn)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from exactly_once.messages import packed_json
+from exactly_once.sqs.messages import packed_json
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import (

@@ -23,7 +23,7 @@ from exactly_once_ops.targets import consumers_in, subscribers_in
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-    from exactly_once.stores import Store
+    from exactly_once.stores.protocol import Store
 
 PENDING_CAP = 1000
 """Records counted per status at most; beyond that the count shows as a lower bound."""

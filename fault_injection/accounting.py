@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import IdempotencyStore, Status
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 from fault_injection.consumers import Library
 from fault_injection.workload import Plan
 

@@ -18,12 +18,12 @@ import os
 from typing import Any
 
 from exactly_once import RecordContext
-from exactly_once.config import ConsumerConfig
-from exactly_once.consumer import SqsConsumer
 from exactly_once.errors import ConfigurationError
 from exactly_once.ledger import append_effect
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.processor import RecordProcessor
+from exactly_once.sqs.config import ConsumerConfig
+from exactly_once.sqs.consumer import SqsConsumer
+from exactly_once.sqs.processor import RecordProcessor
+from exactly_once.stores.postgres.store import PostgresStore
 from fault_injection import events
 from fault_injection.business import process_order
 from fault_injection.injection import receive_count

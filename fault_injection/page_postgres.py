@@ -26,7 +26,7 @@ INTRO = """\
 idempotency store on **PostgreSQL** and the consumer's side effect written **in the same
 transaction** as its completion. SQS (the deployed Orders queue and its DLQ) is moto, as in the
 DynamoDB run; the idempotency records and the effects ledger are in a database of the run's
-own on a local PostgreSQL server, migrated with `exactly_once.postgres.migrations.migrate`.
+own on a local PostgreSQL server, migrated with `exactly_once.stores.postgres.migrations.migrate`.
 Worker processes poll the queue the way Lambda's event source mapping does while faults are
 injected; when the queue has drained, the books are closed from durable state only (the ledger
 rows and the records in PostgreSQL, and the DLQ), never from what the workers reported.

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 from fault_injection.accounting import LedgerEntry, pending, writer_pid
 
 _LEDGER = "SELECT pk, fence, detail, written_at_ms FROM exactly_once.ledger ORDER BY pk, sk"

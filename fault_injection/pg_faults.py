@@ -155,7 +155,7 @@ def faulty_store_pools(
 ) -> dict[str, Any]:
     """`pool=` and `transaction_pool=` for a PostgresStore whose both pools meet the faults;
     the first is the one to read `injected` from."""
-    from exactly_once.postgres import connections
+    from exactly_once.stores.postgres import connections
 
     statements = FaultyPool(connections.pool(conninfo, connections.STATEMENTS), decide, on_fault)
     return {

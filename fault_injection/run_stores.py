@@ -90,7 +90,7 @@ class PostgresRunStore:
         import psycopg
         from psycopg import sql
 
-        from exactly_once.postgres.migrations import migrate
+        from exactly_once.stores.postgres.migrations import migrate
 
         name = re.sub(r"[^a-z0-9_]", "_", prefix.lower())
         with psycopg.connect(server.dsn, autocommit=True) as conn:

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from exactly_once.http_caller import authorized_caller
-from exactly_once.http_keys import scoped_key
+from exactly_once.http.caller import authorized_caller
+from exactly_once.http.keys import scoped_key
 from exactly_once_ops.api_client import ApiClient, ApiReply
 from local_aws.demo import LedgerCheck, LedgerReader, check_ledger
 from local_aws.http_gateway import iam_caller

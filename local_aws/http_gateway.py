@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
-from exactly_once.http_response import HttpResponse, MalformedResponse
+from exactly_once.http.response import HttpResponse, MalformedResponse
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from local_aws.lifecycle import Lifecycle
 

@@ -63,7 +63,7 @@ class LocalPostgres(Lifecycle):
             shutil.rmtree(self.data_dir, ignore_errors=True)
         self.server.start()
         try:
-            from exactly_once.postgres.migrations import migrate
+            from exactly_once.stores.postgres.migrations import migrate
 
             migrate(self.dsn)
         except BaseException:

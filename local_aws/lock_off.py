@@ -62,8 +62,8 @@ def _fresh_record(acquire: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> None:
     """Patch `acquire` on both stores in this process (idempotent)."""
-    from exactly_once.postgres.store import PostgresStore
-    from exactly_once.store import IdempotencyStore
+    from exactly_once.stores.dynamodb.store import IdempotencyStore
+    from exactly_once.stores.postgres.store import PostgresStore
 
     for store in (IdempotencyStore, PostgresStore):
         if not getattr(store.acquire, "lock_off", False):

@@ -28,7 +28,7 @@ class PostgresLedger:
 
     def counts(self, contains: str | None = None, scope: str | None = None) -> Counter[str]:
         """Entries per key; only keys containing `contains`, only entries under `scope`."""
-        from exactly_once.postgres import connections
+        from exactly_once.stores.postgres import connections
 
         params = {"run": contains, "scope": None if scope is None else f"{scope}#"}
         with connections.connect(self.dsn) as conn:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from exactly_once import schema
+from exactly_once.stores import schema
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -14,7 +14,7 @@ import pytest
 from botocore.config import Config
 
 from exactly_once import clients
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores.dynamodb.store import IdempotencyStore
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.postgres_server import PostgresServer
 from local_aws.tables import create_idempotency_table, create_ledger_table
@@ -72,14 +72,14 @@ def postgres_server() -> Iterator[PostgresServer]:
 def pg_dsn(postgres_server: PostgresServer) -> Iterator[str]:
     """A database `eonce_test` with the shipped migrations applied, shared by the session."""
     # Imported here so that collecting the tests never depends on the PostgreSQL package.
-    from exactly_once.postgres.migrations import migrate
+    from exactly_once.stores.postgres.migrations import migrate
 
     with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
         conn.execute("CREATE DATABASE eonce_test")
     dsn = postgres_server.dsn_for("eonce_test")
     migrate(dsn)
     yield dsn
-    from exactly_once.postgres import connections
+    from exactly_once.stores.postgres import connections
 
     connections.close_all()  # the store's pools, before the server stops
 

@@ -22,9 +22,9 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from exactly_once.records import StoredRecord
-from exactly_once.schema import Status
-from exactly_once.stores import Store, open_store
+from exactly_once.stores.protocol import Store, open_store
+from exactly_once.stores.records import StoredRecord
+from exactly_once.stores.schema import Status
 
 STUCK_LOCKS = "StuckLocks"
 OVERDUE_WORK = "OverdueWork"

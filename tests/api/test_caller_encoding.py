@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exactly_once import HttpRequest, RequestContext, idempotent_api
-from exactly_once.http_caller import authorized_caller
+from exactly_once.http.caller import authorized_caller
 from exactly_once_ops.sample_api_events import http_api_event
 
 if TYPE_CHECKING:

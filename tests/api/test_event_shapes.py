@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from exactly_once import HttpRequest
-from exactly_once.http_caller import authorized_caller
-from exactly_once.http_fingerprint import request_fingerprint
-from exactly_once.http_keys import InvalidKey, parse_key, scoped_key
-from exactly_once.http_response import HttpResponse, MalformedResponse
+from exactly_once.http.caller import authorized_caller
+from exactly_once.http.fingerprint import request_fingerprint
+from exactly_once.http.keys import InvalidKey, parse_key, scoped_key
+from exactly_once.http.response import HttpResponse, MalformedResponse
 from exactly_once_ops.sample_api_events import (
     CALLER_ARN,
     SAMPLE_KEY,

@@ -67,7 +67,8 @@ def test_an_error_after_the_handler_returned_leaves_the_key_retryable(
 ) -> None:
     """Whatever fails between the handler's return and completion (here, measuring the
     response for the cap) is a recorded, retryable failure, not a key locked for the lease."""
-    from exactly_once import http_api, http_response
+    from exactly_once.http import api as http_api
+    from exactly_once.http import response as http_response
 
     runs: list[int] = []
     measured = http_response.encoded_size

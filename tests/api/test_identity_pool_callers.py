@@ -9,7 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import HttpRequest, RequestContext, idempotent_api
-from exactly_once.http_caller import authorized_caller
+from exactly_once.http.caller import authorized_caller
 from exactly_once_ops.sample_api_events import http_api_event, rest_api_event
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.http_response import HttpResponse, MalformedResponse
+from exactly_once.http.response import HttpResponse, MalformedResponse
 
 
 @pytest.mark.parametrize(

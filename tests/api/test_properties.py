@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exactly_once import HttpRequest
-from exactly_once.http_fingerprint import request_fingerprint
-from exactly_once.http_keys import parse_key, scoped_key
+from exactly_once.http.fingerprint import request_fingerprint
+from exactly_once.http.keys import parse_key, scoped_key
 from exactly_once_ops.sample_api_events import http_api_event
 
 JSON = st.recursive(

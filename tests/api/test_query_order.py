@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from exactly_once import HttpRequest, RequestContext
-from exactly_once.http_fingerprint import request_fingerprint
+from exactly_once.http.fingerprint import request_fingerprint
 from exactly_once_ops.sample_api_events import http_api_event, rest_api_event
 from tests.api.conftest import PATH, MakeApi
 

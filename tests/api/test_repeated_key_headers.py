@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from exactly_once import HttpRequest, RequestContext, idempotent_api
-from exactly_once.http_api import IdempotentApi
-from exactly_once.http_keys import InvalidKey, parse_key
+from exactly_once.http.api import IdempotentApi
+from exactly_once.http.keys import InvalidKey, parse_key
 from exactly_once_ops.sample_api_events import http_api_event, rest_api_event
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from exactly_once import HttpRequest, RequestContext, Status
-from exactly_once.http_api import ApiOutcome
-from exactly_once.stores import Store
+from exactly_once.http.api import ApiOutcome
+from exactly_once.stores.protocol import Store
 from tests.api.conftest import MakeApi
 
 TRANSIENT = [408, 425, 429, 503]

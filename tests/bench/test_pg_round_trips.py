@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 from benchmarks.pg_proxy import RoundTripProxy
 from benchmarks.pg_wire import STARTUP, TERMINATE, statement_label
 from exactly_once import AcquireStatus
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 
 
 @pytest.fixture

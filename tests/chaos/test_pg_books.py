@@ -14,7 +14,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from exactly_once import ErrorInfo, Status
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 from fault_injection.accounting import KILLED, ZOMBIE, account
 from fault_injection.run_stores import PostgresRunStore
 from fault_injection.workload import Kind, Plan, PlannedMessage

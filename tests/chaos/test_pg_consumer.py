@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from exactly_once import Status
-from exactly_once.postgres import connections
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres import connections
+from exactly_once.stores.postgres.store import PostgresStore
 from fault_injection.consumer_postgres import FaultyPostgresConsumer, _handle
 from fault_injection.pg_faults import Decide
 from fault_injection.pg_policy import FAIL_KINDS, LOSE_KINDS, no_faults, random_faults

@@ -121,7 +121,7 @@ def new_database(postgres_server: PostgresServer) -> Iterator[str]:
     tests that count or list everything in it see only their own rows."""
     import psycopg
 
-    from exactly_once.postgres import connections
+    from exactly_once.stores.postgres import connections
 
     name = f"cli_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:

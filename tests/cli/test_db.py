@@ -9,8 +9,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from exactly_once.postgres.migrations import migrate, shipped
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.migrations import migrate, shipped
+from exactly_once.stores.postgres.store import PostgresStore
 from exactly_once_ops.local_state import STATE_DIR_ENV
 from local_aws.ports import free_port
 from tests.cli.support import Invoke

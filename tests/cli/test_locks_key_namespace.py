@@ -14,11 +14,11 @@ import json
 import pytest
 
 from exactly_once import ErrorInfo, Status, begin
-from exactly_once.codec import sha256_hex
-from exactly_once.postgres.migrations import migrate
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.store import IdempotencyStore
-from exactly_once.stores import Store
+from exactly_once.stores.codec import sha256_hex
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.postgres.migrations import migrate
+from exactly_once.stores.postgres.store import PostgresStore
+from exactly_once.stores.protocol import Store
 from tests.cli.support import Invoke
 
 LONG = "o-" + "x" * 2000  # stored as sha256:<digest>: over the 1 KiB a partition key may take

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from exactly_once import ErrorInfo
-from exactly_once.postgres.migrations import migrate
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.migrations import migrate
+from exactly_once.stores.postgres.store import PostgresStore
 from tests.cli.support import Invoke
 
 

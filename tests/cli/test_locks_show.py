@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from exactly_once import StoredRecord, codec, schema
+from exactly_once import StoredRecord
+from exactly_once.stores import codec, schema
 from exactly_once_cli.locks import _record_json
 
 

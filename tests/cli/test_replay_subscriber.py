@@ -21,7 +21,7 @@ import boto3
 import pytest
 from typer.testing import Result
 
-from exactly_once.sns_messages import from_lambda_record
+from exactly_once.sns.messages import from_lambda_record
 from exactly_once_ops.sns_events import lambda_sns_event, sns_envelope, timestamp
 from exactly_once_ops.subscriber_replay import Subscription, rebuild
 from local_aws.dynamodb_local import DynamoDBLocal

@@ -349,7 +349,7 @@ def test_default_margin_scales_with_short_timeouts(build: Callable[..., SqsConsu
 def test_default_margin_is_a_fifth_of_the_budget_within_bounds(
     budget_ms: float, margin_ms: float
 ) -> None:
-    from exactly_once.config import ConsumerConfig
+    from exactly_once.sqs.config import ConsumerConfig
 
     config = ConsumerConfig(table_name="t", scope="s")
     assert config.margin_for(budget_ms) == margin_ms

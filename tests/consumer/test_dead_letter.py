@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once.dead_letter import (
+from exactly_once.sqs.dead_letter import (
     MAX_MESSAGE_BYTES,
     TRUNCATED,
     failure_attributes,
     send_to_dead_letter_queue,
 )
-from exactly_once.messages import NonJsonBody, SqsMessage, parse_body
-from exactly_once.records import ErrorInfo
+from exactly_once.sqs.messages import NonJsonBody, SqsMessage, parse_body
+from exactly_once.stores.records import ErrorInfo
 from exactly_once_ops.replay import MessageFilter, replay_message
 from exactly_once_ops.send import send_batch
 from local_aws.poller import to_lambda_record

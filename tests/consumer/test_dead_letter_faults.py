@@ -14,9 +14,9 @@ import boto3
 import pytest
 
 from exactly_once import Outcome, PermanentError, RecordContext, SqsConsumer, sqs_consumer
-from exactly_once.records import ErrorInfo
-from exactly_once.schema import Status
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.records import ErrorInfo
+from exactly_once.stores.schema import Status
 from fault_injection.lost_replies import install_lost_replies, lose_next
 from fault_injection.throttling import error_response
 from local_aws.poller import to_lambda_record

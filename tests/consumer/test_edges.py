@@ -25,10 +25,10 @@ from exactly_once import (
     RecordContext,
     SqsConsumer,
     Status,
-    schema,
 )
 from exactly_once import completion as completion_module
 from exactly_once.ledger import record_effect
+from exactly_once.stores import schema
 from fault_injection.throttling import install_throttling
 from local_aws.poller import to_lambda_record
 from tests.conftest import make_ddb_client

@@ -19,7 +19,7 @@ import pytest
 
 from exactly_once import IdempotencyStore, RecordContext
 from exactly_once.ledger import append_effect, record_effect
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 from local_aws import lock_off
 from tests.consumer.conftest import (
     MakeConsumer,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from exactly_once import Outcome, PermanentError, RecordContext
-from exactly_once.messages import SqsMessage
+from exactly_once.sqs.messages import SqsMessage
 from tests.consumer.conftest import MakeConsumer, Queues, drain, event, lambda_context, sqs_record
 
 if TYPE_CHECKING:

@@ -14,17 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import (
-    Outcome,
-    RecordContext,
-    SqsConsumer,
-    codec,
-    sqs_consumer,
-)
-from exactly_once.dead_letter import MAX_MESSAGE_BYTES, TRUNCATED
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.store import IdempotencyStore
-from exactly_once.stored_result import MAX_RESULT_CAP_BYTES
+from exactly_once import Outcome, RecordContext, SqsConsumer, sqs_consumer
+from exactly_once.sqs.dead_letter import MAX_MESSAGE_BYTES, TRUNCATED
+from exactly_once.stores import codec
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.postgres.store import PostgresStore
+from exactly_once.stores.stored_result import MAX_RESULT_CAP_BYTES
 from local_aws.poller import to_lambda_record
 from tests.consumer.conftest import MakeConsumer, Queues, drain, event, lambda_context, sqs_record
 from tests.consumer.test_dead_letter import sqs_violations

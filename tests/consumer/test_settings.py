@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from exactly_once import ConfigurationError, HttpRequest, RequestContext, begin, idempotent_api
-from exactly_once.config import ConsumerConfig
-from exactly_once.http_config import ApiConfig
-from exactly_once.postgres import connections
+from exactly_once.http.config import ApiConfig
+from exactly_once.sqs.config import ConsumerConfig
+from exactly_once.stores.postgres import connections
 from exactly_once_ops.sample_api_events import http_api_event
 from tests.consumer.conftest import MakeConsumer, event, lambda_context, sqs_record
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from exactly_once import Outcome, PermanentError, RecordContext
-from exactly_once import processor as processor_module
-from exactly_once.dead_letter import send_to_dead_letter_queue
-from exactly_once.messages import SqsMessage
+from exactly_once.sqs import processor as processor_module
+from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
+from exactly_once.sqs.messages import SqsMessage
 from tests.consumer.conftest import MakeConsumer, event, lambda_context, sqs_record
 
 FIFO_ARN = "arn:aws:sqs:us-east-1:123456789012:payments.fifo"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 
 
 @pytest.fixture(params=("dynamodb", "postgres"))
@@ -24,10 +24,10 @@ def where(backend: str, request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def store(backend: str, request: pytest.FixtureRequest) -> Store:
     if backend == "dynamodb":
-        from exactly_once.store import IdempotencyStore
+        from exactly_once.stores.dynamodb.store import IdempotencyStore
 
         ddb = request.getfixturevalue("ddb")
         return IdempotencyStore(request.getfixturevalue("idempotency_table"), client=ddb)
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres.store import PostgresStore
 
     return PostgresStore(request.getfixturevalue("pg_dsn"))

@@ -17,7 +17,7 @@ import time
 
 from exactly_once import begin
 from exactly_once.effects import LeaseLost
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 
 BUDGET_MS = 600_000  # a 10-minute function that has just started
 
@@ -35,12 +35,12 @@ class TenMinutesLeft:
 
 def open_store(backend: str, where: str) -> Store:
     if backend == "dynamodb":
-        from exactly_once.store import IdempotencyStore
+        from exactly_once.stores.dynamodb.store import IdempotencyStore
         from tests.conftest import make_ddb_client
 
         endpoint, table = where.split("|", 1)
         return IdempotencyStore(table, client=make_ddb_client(endpoint))
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres.store import PostgresStore
 
     return PostgresStore(where)
 

@@ -15,9 +15,10 @@ import uuid
 
 import pytest
 
-from exactly_once.context import LockedContext, RecordContext
+from exactly_once.context import LockedContext
 from exactly_once.once_lock import Claim, ClaimStatus, claim
-from exactly_once.stores import Store
+from exactly_once.sqs.context import RecordContext
+from exactly_once.stores.protocol import Store
 from tests.waiting import wait_until
 
 BUDGET_MS = 3_000  # the lease the lock is taken with

@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from exactly_once.once_lock import Claim, claim
-from exactly_once.records import StoredRecord
-from exactly_once.schema import Status
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import StoredRecord
+from exactly_once.stores.schema import Status
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import LeasePolicy, NotificationContext, heartbeat, sns_subscriber
-from exactly_once.records import StoredRecord
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.records import StoredRecord
 from tests.sns.conftest import sns_event, sns_record
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from exactly_once.effects import LeaseLost
 from exactly_once.errors import ConfigurationError
 from exactly_once.lease import DEFAULT_HEARTBEAT_MS, LeasePolicy, heartbeat_ms_from_env
 from exactly_once.once_lock import Claim, ClaimStatus, begin, claim
-from exactly_once.schema import Status
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.schema import Status
 from tests.waiting import wait_until
 
 HEARTBEAT_MS = 2_000

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from exactly_once.once_lock import ClaimStatus, claim
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 from tests.waiting import wait_until
 
 HEARTBEAT_MS = 1_000  # the dead holder's short lease: lapses within a second

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from exactly_once import heartbeat
-from exactly_once.records import Lock, WriteResult, WriteStatus
+from exactly_once.stores.records import Lock, WriteResult, WriteStatus
 from tests.waiting import wait_until
 
 

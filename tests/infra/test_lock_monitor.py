@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once.records import ErrorInfo, StoredRecord
-from exactly_once.schema import Status
-from exactly_once.store import IdempotencyStore
-from exactly_once.stores import Store
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import ErrorInfo, StoredRecord
+from exactly_once.stores.schema import Status
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.postgres_server import PostgresServer
@@ -138,8 +138,8 @@ def postgres_database(postgres_server: PostgresServer) -> Iterator[str]:
     """A database of its own, migrated: the monitor counts every record in the store."""
     import psycopg
 
-    from exactly_once.postgres import connections
-    from exactly_once.postgres.migrations import migrate
+    from exactly_once.stores.postgres import connections
+    from exactly_once.stores.postgres.migrations import migrate
 
     name = f"monitor_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
@@ -181,7 +181,7 @@ def postgres_handler(
 def test_counts_on_postgresql_with_the_stacks_variables(
     postgres_handler: ModuleType, postgres_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres.store import PostgresStore
 
     ids = seed(PostgresStore(postgres_database), "payments")
 

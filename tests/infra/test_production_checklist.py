@@ -14,7 +14,8 @@ import pytest
 import yaml
 from cfnlint.api import ManualArgs, lint_file
 
-from exactly_once import ledger, schema
+from exactly_once import ledger
+from exactly_once.stores import schema
 from exactly_once_cdk.alarms import ONE_EVENT, SUSTAINED
 from exactly_once_cdk.lock_monitor import HEARTBEAT
 from exactly_once_cdk.tables import RECORD_ACTIONS

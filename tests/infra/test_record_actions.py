@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, Status, begin, schema
+from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, Status, begin
 from exactly_once.ledger import record_effect
+from exactly_once.stores import schema
 from exactly_once_cdk.tables import RECORD_ACTIONS
 from tests.conftest import FakeClock, make_ddb_client
 

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from exactly_once import ledger, observability, schema
+from exactly_once import ledger, observability
 from exactly_once.outcomes import Outcome, RecordResult
+from exactly_once.stores import schema
 from exactly_once_cdk.alarms import ONE_EVENT, SUSTAINED, Evaluation
 from exactly_once_cdk.lock_monitor import HEARTBEAT
 from exactly_once_cdk.tables import RECORD_ACTIONS

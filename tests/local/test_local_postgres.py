@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from exactly_once.postgres.migrations import pending
+from exactly_once.stores.postgres.migrations import pending
 from local_aws.local_postgres import LocalPostgres, postmaster
 from local_aws.processes import running
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import Claim, IdempotencyStore, OnceBlock, schema
+from exactly_once import Claim, IdempotencyStore, OnceBlock
+from exactly_once.stores import schema
 from tests.conftest import FakeClock
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ from exactly_once import (
     Status,
     begin,
     lifecycle,
-    schema,
 )
 from exactly_once.effects import LeaseLost
-from exactly_once.records import ErrorInfo
+from exactly_once.stores import schema
+from exactly_once.stores.records import ErrorInfo
 from tests.conftest import FakeClock
 from tests.once.conftest import MARGIN_MS, raw_item
 

@@ -7,16 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import (
-    Claim,
-    ClaimStatus,
-    IdempotencyStore,
-    PermanentError,
-    Status,
-    once,
-    schema,
-)
-from exactly_once.records import ErrorInfo
+from exactly_once import Claim, ClaimStatus, IdempotencyStore, PermanentError, Status, once
+from exactly_once.stores import schema
+from exactly_once.stores.records import ErrorInfo
 from tests.conftest import FakeClock, make_ddb_client
 from tests.once.conftest import raising, run
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import ErrorInfo, IdempotencyStore, Status, StoredRecord, begin, schema
+from exactly_once import ErrorInfo, IdempotencyStore, Status, StoredRecord, begin
+from exactly_once.stores import schema
 from tests.conftest import FakeClock, make_ddb_client
 from tests.once.conftest import MARGIN_MS, raw_item
 

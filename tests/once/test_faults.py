@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 import pytest
 from botocore.exceptions import ClientError
 
-from exactly_once import Claim, ClaimStatus, IdempotencyStore, Status, begin, once, schema
+from exactly_once import Claim, ClaimStatus, IdempotencyStore, Status, begin, once
 from exactly_once.completion import COMPLETE_ATTEMPTS
-from exactly_once.records import ErrorInfo
+from exactly_once.stores import schema
+from exactly_once.stores.records import ErrorInfo
 from fault_injection.lost_replies import install_lost_replies, lose_next
 from fault_injection.throttling import THROTTLE_CODE, install_throttling
 from tests.conftest import FakeClock, make_ddb_client

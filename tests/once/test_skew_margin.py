@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from exactly_once import IdempotencyStore, clock_skew
+from exactly_once import IdempotencyStore
 from exactly_once.once_lock import ClaimStatus, begin
+from exactly_once.stores.dynamodb import clock_skew
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -28,9 +28,9 @@ from aws_durable_execution_sdk_python.retries import RetryDecision
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 
 from exactly_once import ClaimStatus, ConfigurationError, begin, heartbeat, ledger, once
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.schema import Status
-from exactly_once.stores import Store
+from exactly_once.stores.postgres.store import PostgresStore
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
 from tests.runtime.test_fork_locks import in_a_forked_child
 from tests.stores.pg_support import business_table as payments_table

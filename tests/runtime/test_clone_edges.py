@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from exactly_once import clients, lifecycle
-from exactly_once.config import ConsumerConfig
-from exactly_once.processor import RecordProcessor
-from exactly_once.stores import Store
+from exactly_once.sqs.config import ConsumerConfig
+from exactly_once.sqs.processor import RecordProcessor
+from exactly_once.stores.protocol import Store
 from tests.conftest import FakeClock
 from tests.runtime.test_snapstart import Hooks
 from tests.waiting import wait_until
@@ -59,8 +59,8 @@ def test_a_postgres_store_given_the_process_pool_works_after_a_restore(
     """`PostgresStore(dsn, pool=connections.pool(dsn))` (the process's own pool, handed over):
     before the snapshot `connections._close` closes it, and after the restore the store keeps
     the given, now closed pool ("the pool is closed")."""
-    from exactly_once.postgres import connections
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres import connections
+    from exactly_once.stores.postgres.store import PostgresStore
 
     hooks = Hooks()
     lifecycle.install(hooks)
@@ -84,7 +84,7 @@ def test_a_durable_context_without_a_lambda_context_still_resumes(store: Store, 
     from aws_durable_execution_sdk_python.exceptions import SuspendExecution
 
     from exactly_once import once
-    from exactly_once.schema import Status
+    from exactly_once.stores.schema import Status
 
     class Parked(SuspendExecution):  # a subclass outside the SDK's module
         pass

@@ -25,8 +25,8 @@ from aws_durable_execution_sdk_python.exceptions import SuspendExecution
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 
 from exactly_once import ClaimStatus, ConfigurationError, begin, once
-from exactly_once.schema import Status
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.schema import Status
 
 LEASE_S = 3600.0  # covers the execution, waits included (required with a durable context)
 

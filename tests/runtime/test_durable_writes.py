@@ -30,8 +30,8 @@ from aws_durable_execution_sdk_python.retries import RetryPresets
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 
 from exactly_once import Claim, ClaimStatus, ConfigurationError, once
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.schema import Status
+from exactly_once.stores.postgres.store import PostgresStore
+from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
 from tests.stores.pg_support import business_table
 from tests.stores.pg_support import table_rows as rows

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from exactly_once import LockInherited, OnceLock, begin, effects, lifecycle
-from exactly_once.records import ErrorInfo
-from exactly_once.schema import Status
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import ErrorInfo
+from exactly_once.stores.schema import Status
 from tests.stores.pg_support import business_table as payments_table
 from tests.stores.pg_support import ledger_rows
 from tests.stores.pg_support import table_rows as rows

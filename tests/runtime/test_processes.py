@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from exactly_once import RecordContext, batch, lifecycle, sqs_consumer
-from exactly_once.schema import Status
-from exactly_once.store import IdempotencyStore
+from exactly_once import RecordContext, lifecycle, sqs_consumer
+from exactly_once.sqs import batch
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.schema import Status
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from tests.consumer.conftest import event, sqs_record
 

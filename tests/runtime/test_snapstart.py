@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from exactly_once import clients, lifecycle
-from exactly_once.batch import _pool
-from exactly_once.stores import Store
+from exactly_once.sqs.batch import _pool
+from exactly_once.stores.protocol import Store
 
 
 class Hooks:
@@ -73,12 +73,12 @@ def own_store(
 ) -> Store:
     """A store that makes its own client or pools, as a handler's store does at init."""
     if backend == "dynamodb":
-        from exactly_once.store import IdempotencyStore
+        from exactly_once.stores.dynamodb.store import IdempotencyStore
 
         local = request.getfixturevalue("dynamodb_local")
         monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", local.endpoint)
         return IdempotencyStore(request.getfixturevalue("idempotency_table"))
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres.store import PostgresStore
 
     return PostgresStore(request.getfixturevalue("pg_dsn"))
 

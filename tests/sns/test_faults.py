@@ -28,7 +28,7 @@ from exactly_once import (
     sns_subscriber,
 )
 from exactly_once.effects import put_once
-from exactly_once.processor import RecordProcessor
+from exactly_once.sqs.processor import RecordProcessor
 from fault_injection.throttling import install_throttling
 from tests.conftest import FakeClock, make_ddb_client
 from tests.consumer.conftest import Queues, lambda_context

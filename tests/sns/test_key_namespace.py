@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from exactly_once import NotificationContext
-from exactly_once.codec import sha256_hex
+from exactly_once.stores.codec import sha256_hex
 from tests.sns.conftest import MakeSubscriber, sns_event, sns_record
 
 

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import AcquireStatus, IdempotencyStore, clock_skew
-from exactly_once.records import Acquisition
+from exactly_once import AcquireStatus, IdempotencyStore
+from exactly_once.stores.dynamodb import clock_skew
+from exactly_once.stores.records import Acquisition
 from tests.conftest import FakeClock, make_ddb_client
 
 if TYPE_CHECKING:
@@ -180,8 +181,8 @@ def test_an_unreadable_date_teaches_nothing() -> None:
 
 
 def test_configured_stores_take_the_lease_margin_as_their_limit(idempotency_table: str) -> None:
-    from exactly_once.config import ConsumerConfig
     from exactly_once.lease import LeasePolicy
+    from exactly_once.sqs.config import ConsumerConfig
 
     config = ConsumerConfig(
         table_name=idempotency_table, scope="s", lease=LeasePolicy(margin_ms=2_500)

@@ -20,10 +20,10 @@ from exactly_once import (
     RecordContext,
     Status,
     WriteStatus,
-    schema,
 )
 from exactly_once.effects import put_once
 from exactly_once.ledger import record_effect
+from exactly_once.stores import schema
 from fault_injection.lost_replies import install_lost_replies, lose_next
 from fault_injection.throttling import install_throttling
 from tests.conftest import FakeClock, make_ddb_client

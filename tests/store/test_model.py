@@ -41,19 +41,19 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from exactly_once import processor as processor_module
-from exactly_once import schema
-from exactly_once.config import ConsumerConfig
-from exactly_once.context import RecordContext
 from exactly_once.effects import LeaseLost, put_once
 from exactly_once.errors import LockInherited, PermanentError
-from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.processor import RecordProcessor
-from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
-from exactly_once.schema import Status
-from exactly_once.sns_messages import from_lambda_record
-from exactly_once.store import IdempotencyStore
+from exactly_once.sns.messages import from_lambda_record
+from exactly_once.sqs import processor as processor_module
+from exactly_once.sqs.config import ConsumerConfig
+from exactly_once.sqs.context import RecordContext
+from exactly_once.sqs.messages import SqsMessage
+from exactly_once.sqs.processor import RecordProcessor
+from exactly_once.stores import schema
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
+from exactly_once.stores.schema import Status
 from fault_injection.lost_replies import install_lost_replies
 from fault_injection.throttling import install_throttling
 from local_aws.tables import create_idempotency_table, create_ledger_table
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 KEYS = ("k0", "k1")
 WORKERS = (0, 1)
 LEASE_MS = 10_000
-# A stored HTTP response (exactly_once.http_response), with text that is valid JSON but awkward.
+# A stored HTTP response (exactly_once.http.response), with text that is valid JSON but awkward.
 RESPONSE = {
     "status": 201,
     "headers": {"content-type": "application/json", "__eo_set__": "look-alike"},

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, Status, WriteStatus, schema
-from exactly_once.records import Lock
+from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, Status, WriteStatus
+from exactly_once.stores import schema
+from exactly_once.stores.records import Lock
 from tests.conftest import FakeClock
 
 if TYPE_CHECKING:

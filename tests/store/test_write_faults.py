@@ -21,9 +21,10 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.httpsession import URLLib3Session
 
-from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, RecordContext, Status, schema
+from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, RecordContext, Status
 from exactly_once.effects import put_once
-from exactly_once.records import Lock
+from exactly_once.stores import schema
+from exactly_once.stores.records import Lock
 from fault_injection.throttling import error_response, throttle_response
 from tests.conftest import FakeClock, make_ddb_client
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 from tests.conftest import FakeClock
 
 BACKENDS = ("dynamodb", "postgres")
@@ -23,7 +23,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 def make_store(backend: str, request: pytest.FixtureRequest, clock: FakeClock) -> StoreFactory:
     """A store on the backend, on the test's clock; keyword arguments go to its constructor."""
     if backend == "dynamodb":
-        from exactly_once.store import IdempotencyStore
+        from exactly_once.stores.dynamodb.store import IdempotencyStore
 
         ddb = request.getfixturevalue("ddb")
         table = request.getfixturevalue("idempotency_table")
@@ -33,7 +33,7 @@ def make_store(backend: str, request: pytest.FixtureRequest, clock: FakeClock) -
             return IdempotencyStore(table, client=ddb, **kwargs)
 
         return dynamodb
-    from exactly_once.postgres.store import PostgresStore
+    from exactly_once.stores.postgres.store import PostgresStore
 
     dsn = request.getfixturevalue("pg_dsn")
 
@@ -61,7 +61,7 @@ def sweep(backend: str, request: pytest.FixtureRequest, clock: FakeClock) -> Cal
             ddb.delete_item(TableName=table, Key={"id": {"S": record_id}})
 
         return ttl
-    from exactly_once.postgres.cleanup import delete_expired
+    from exactly_once.stores.postgres.cleanup import delete_expired
 
     dsn = request.getfixturevalue("pg_dsn")
 

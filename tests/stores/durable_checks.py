@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from exactly_once.records import AcquireStatus, Acquisition, Lock, StoredRecord
-from exactly_once.schema import Status
+from exactly_once.stores.records import AcquireStatus, Acquisition, Lock, StoredRecord
+from exactly_once.stores.schema import Status
 
 
 def forked_copy(lock: Lock) -> Lock:

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 from fault_injection.pg_faults import FaultyPool, faulty_store_pools
 from tests.conftest import FakeClock
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from exactly_once import AcquireStatus, ErrorInfo, Status, WriteStatus
-from exactly_once.records import Acquisition, WriteResult
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import Acquisition, WriteResult
 from tests.conftest import FakeClock
 from tests.stores.conftest import StoreFactory
 

@@ -13,7 +13,7 @@ import pytest
 
 from exactly_once import IdempotencyStore, LeaseLost, begin
 from exactly_once.ledger import append_effect
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 from local_aws import lock_off
 from tests.conftest import FakeClock
 

@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exactly_once import ClaimStatus, Outcome, RecordContext, begin, sqs_consumer
-from exactly_once.codec import sha256_hex
 from exactly_once.keys import storable_key
-from exactly_once.records import AcquireStatus
-from exactly_once.stores import Store
+from exactly_once.stores.codec import sha256_hex
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import AcquireStatus
 from tests.consumer.conftest import event, lambda_context, sqs_record
 
 HIDDEN = {

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from exactly_once import AcquireStatus, Status
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 from tests.conftest import FakeClock
 from tests.waiting import wait_until
 

@@ -14,8 +14,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from exactly_once import CommitFailed, ConfigurationError, Status
-from exactly_once.postgres import connections
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres import connections
+from exactly_once.stores.postgres.store import PostgresStore
 from tests.conftest import FakeClock
 from tests.stores.pg_support import insert_entry, ledger_rows
 

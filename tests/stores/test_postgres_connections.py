@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from exactly_once import clients
-from exactly_once.postgres import connections
-from exactly_once.postgres.session import init_query
+from exactly_once.stores.postgres import connections
+from exactly_once.stores.postgres.session import init_query
 
 
 def test_store_connections_run_with_the_store_timeouts(pg_dsn: str) -> None:

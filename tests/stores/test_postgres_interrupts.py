@@ -13,9 +13,9 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from exactly_once import ErrorInfo, Status
-from exactly_once.postgres import connections
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.records import Lock
+from exactly_once.stores.postgres import connections
+from exactly_once.stores.postgres.store import PostgresStore
+from exactly_once.stores.records import Lock
 from fault_injection.pg_faults import FaultyConnection, FaultyPool
 from tests.conftest import FakeClock
 from tests.stores.pg_support import insert_entry, ledger_rows

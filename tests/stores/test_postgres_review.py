@@ -23,10 +23,10 @@ from psycopg_pool import ConnectionPool
 from exactly_once import AcquireStatus, ClaimStatus, ErrorInfo, LeaseLost, Status, begin, once
 from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError, PermanentError
 from exactly_once.ledger import record_effect
-from exactly_once.lifetimes import DAY_S
-from exactly_once.postgres.cleanup import delete_expired
-from exactly_once.postgres.store import PostgresStore, _db_id
-from exactly_once.records import Lock
+from exactly_once.stores.lifetimes import DAY_S
+from exactly_once.stores.postgres.cleanup import delete_expired
+from exactly_once.stores.postgres.store import PostgresStore, _db_id
+from exactly_once.stores.records import Lock
 from tests.conftest import FakeClock
 from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows
 from tests.waiting import wait_until

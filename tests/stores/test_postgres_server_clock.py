@@ -20,7 +20,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from exactly_once import AcquireStatus, Status
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.store import PostgresStore
 
 SKEW_S = 600
 RECORD_TTL_S = 60  # so that a skewed reader would judge the live records expired
@@ -49,8 +49,8 @@ import json, sys, time
 _real = time.time
 time.time = lambda: _real() + {skew}  # before the library is imported: the process's clock
 from exactly_once import AcquireStatus, ErrorInfo, Status
-from exactly_once.postgres.cleanup import delete_expired
-from exactly_once.postgres.store import PostgresStore
+from exactly_once.stores.postgres.cleanup import delete_expired
+from exactly_once.stores.postgres.store import PostgresStore
 
 dsn, scope, live, blocked, own, failed = sys.argv[1:]
 store = PostgresStore(dsn, record_ttl_s={ttl}, failed_ttl_s={ttl})

@@ -26,8 +26,8 @@ from exactly_once import (
 )
 from exactly_once.errors import CommitFailed, PermanentError
 from exactly_once.ledger import record_effect
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.postgres.store import PostgresStore
 from tests.conftest import FakeClock
 from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows
 
@@ -64,7 +64,7 @@ def test_a_crash_between_the_business_write_and_completion_leaves_neither(
         f"""
         import os
         from exactly_once import begin
-        from exactly_once.postgres.store import PostgresStore
+        from exactly_once.stores.postgres.store import PostgresStore
         claim = begin({scope!r}, {key!r}, store=PostgresStore({pg_dsn!r}), lease_s=60)
         claim.lock.transaction.execute(
             "INSERT INTO exactly_once.ledger VALUES (%s, 'crashed', %s, 'm', '{{}}', 0)",

@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from exactly_once import AcquireStatus
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
 
 THREADS = 32
 KEYS = 100

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, WriteStatus
-from exactly_once.schema import Status
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import AcquireStatus, Acquisition, ErrorInfo, WriteStatus
+from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
 
 LEASE_MS = 60_000

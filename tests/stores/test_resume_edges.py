@@ -7,8 +7,8 @@ thing about what a replay's acquire did.
 
 from __future__ import annotations
 
-from exactly_once.records import AcquireStatus
-from exactly_once.stores import Store
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import AcquireStatus
 from tests.conftest import FakeClock
 
 LEASE_MS = 60_000

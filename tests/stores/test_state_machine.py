@@ -44,17 +44,17 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from exactly_once import processor as processor_module
-from exactly_once.config import ConsumerConfig
-from exactly_once.context import RecordContext
 from exactly_once.effects import LeaseLost, put_once
 from exactly_once.errors import ConfigurationError, LockInherited, PermanentError
-from exactly_once.messages import SqsMessage
 from exactly_once.outcomes import Outcome
-from exactly_once.processor import RecordProcessor
-from exactly_once.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
-from exactly_once.schema import Status
-from exactly_once.stores import Store
+from exactly_once.sqs import processor as processor_module
+from exactly_once.sqs.config import ConsumerConfig
+from exactly_once.sqs.context import RecordContext
+from exactly_once.sqs.messages import SqsMessage
+from exactly_once.sqs.processor import RecordProcessor
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
+from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
 from tests.stores.durable_checks import (
     assert_left_for_the_replay,
@@ -550,7 +550,7 @@ class DynamoDBBackend(Backend):
         self.endpoint, self.ddb, self.table, self.effects = endpoint, ddb, table, effects
 
     def store(self, clock: FakeClock, faults: Faults) -> Store:
-        from exactly_once.store import IdempotencyStore
+        from exactly_once.stores.dynamodb.store import IdempotencyStore
         from fault_injection.lost_replies import install_lost_replies
         from fault_injection.throttling import install_throttling
         from tests.conftest import make_ddb_client
@@ -612,7 +612,7 @@ class PostgresBackend(Backend):
         self.dsn = dsn
 
     def store(self, clock: FakeClock, faults: Faults) -> Store:
-        from exactly_once.postgres.store import PostgresStore
+        from exactly_once.stores.postgres.store import PostgresStore
         from fault_injection.pg_faults import faulty_store_pools
 
         def decide(kind: str) -> str | None:
@@ -644,7 +644,7 @@ class PostgresBackend(Backend):
         import psycopg
         from psycopg.rows import dict_row
 
-        from exactly_once.postgres.rows import COLUMNS, record_from_row
+        from exactly_once.stores.postgres.rows import COLUMNS, record_from_row
 
         with psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row) as conn:
             row = conn.execute(
@@ -654,7 +654,7 @@ class PostgresBackend(Backend):
         return record_from_row(row) if row else None
 
     def apply_effect(self, ctx: RecordContext) -> bool:
-        from exactly_once.postgres.ledger import record_effect
+        from exactly_once.stores.postgres.ledger import record_effect
 
         return record_effect(ctx, {"fence": ctx.fence}) is not None
 
@@ -666,7 +666,7 @@ class PostgresBackend(Backend):
         return {int(row[0]) for row in rows}
 
     def sweep(self, scope: str, key: str, now_s: float) -> None:
-        from exactly_once.postgres.cleanup import delete_expired
+        from exactly_once.stores.postgres.cleanup import delete_expired
 
         delete_expired(self.dsn, now_s=now_s)
 
@@ -688,7 +688,8 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         create_ledger_table(ddb, effects)
         return DynamoDBBackend(endpoint, ddb, table, effects)
     monkeypatch.setattr(
-        "exactly_once.postgres.store.time", SimpleNamespace(time=time.time, sleep=lambda _: None)
+        "exactly_once.stores.postgres.store.time",
+        SimpleNamespace(time=time.time, sleep=lambda _: None),
     )
     # An effect blocked behind a zombie's open transaction gives up sooner than in production;
     # its own pool (another application_name), so the shorter timeout stays in this test.

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from exactly_once import ConfigurationError
-from exactly_once.config import ConsumerConfig
-from exactly_once.http_config import ApiConfig
-from exactly_once.postgres.store import PostgresStore
-from exactly_once.store import IdempotencyStore
-from exactly_once.stores import open_store
+from exactly_once.http.config import ApiConfig
+from exactly_once.sqs.config import ConsumerConfig
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.postgres.store import PostgresStore
+from exactly_once.stores.protocol import open_store
 
 
 @pytest.fixture(autouse=True)
@@ -60,15 +60,15 @@ def test_no_store_or_two_stores_is_a_configuration_error(
 
 
 def test_a_dynamodb_consumer_never_imports_postgresql_code() -> None:
-    """The DynamoDB path's cold start is what it was: no psycopg, no exactly_once.postgres."""
+    """The DynamoDB path's cold start is what it was: no psycopg, no PostgreSQL store."""
     script = (
         "import json, sys\n"
         "from exactly_once import sqs_consumer\n"
-        "from exactly_once.stores import open_store\n"
+        "from exactly_once.stores.protocol import open_store\n"
         "handler = sqs_consumer(key='id')(lambda body, ctx: None)\n"
         "open_store(handler.processor().config)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'psycopg'"
-        " or m.startswith('exactly_once.postgres'))))\n"
+        " or m.startswith('exactly_once.stores.postgres'))))\n"
     )
     env = {**os.environ, "IDEMPOTENCY_TABLE": "records", "CONSUMER_SCOPE": "orders"}
     env.pop("IDEMPOTENCY_DSN", None)

@@ -4,8 +4,11 @@ any section of code (`once`).
 
 Every entry point runs on one state machine, the general-purpose lock (`once`, `begin`,
 `claim`): the queue consumer, the SNS subscriber and the HTTP API take their keys through it.
-The HTTP and SNS names load on first use, and the PostgreSQL store only when a DSN selects it,
-so a queue consumer's cold start never imports them.
+The folders say where things are: the lock and its lease at the top (`once_lock`, `lease`,
+`heartbeat`, `effects`, `ledger`), the stores in `stores/` (the protocol, `dynamodb/`,
+`postgres/`, the codec and the record shapes), and one room per entry point: `sqs/`, `sns/`,
+`http/`. The SNS and HTTP names load on first use, and the PostgreSQL store only when a DSN
+selects it, so a queue consumer's cold start never imports them.
 """
 
 from __future__ import annotations
@@ -14,17 +17,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import lifecycle
-from exactly_once.consumer import SqsConsumer, sqs_consumer
-from exactly_once.context import (
-    LockedContext,
-    NotificationContext,
-    RecordContext,
-    RequestContext,
-)
+from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, ConfigurationError, LockInherited, PermanentError
 from exactly_once.lease import LeasePolicy
-from exactly_once.messages import SqsMessage
 from exactly_once.once_lock import (
     Claim,
     ClaimStatus,
@@ -36,7 +32,12 @@ from exactly_once.once_lock import (
     once,
 )
 from exactly_once.outcomes import Outcome, RecordResult
-from exactly_once.records import (
+from exactly_once.sqs.consumer import SqsConsumer, sqs_consumer
+from exactly_once.sqs.context import RecordContext
+from exactly_once.sqs.messages import SqsMessage
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.protocol import Store, open_store
+from exactly_once.stores.records import (
     AcquireStatus,
     Acquisition,
     ErrorInfo,
@@ -45,31 +46,33 @@ from exactly_once.records import (
     WriteResult,
     WriteStatus,
 )
-from exactly_once.schema import Status
-from exactly_once.store import IdempotencyStore
-from exactly_once.stores import Store, open_store
+from exactly_once.stores.schema import Status
 
 if TYPE_CHECKING:
-    from exactly_once.http_api import ApiOutcome as ApiOutcome
-    from exactly_once.http_api import IdempotentApi as IdempotentApi
-    from exactly_once.http_api import idempotent_api as idempotent_api
-    from exactly_once.http_request import HttpRequest as HttpRequest
-    from exactly_once.http_response import HttpResponse as HttpResponse
-    from exactly_once.postgres.store import PostgresStore as PostgresStore
-    from exactly_once.sns_handler import DeliveryFailed as DeliveryFailed
-    from exactly_once.sns_handler import SnsSubscriber as SnsSubscriber
-    from exactly_once.sns_handler import sns_subscriber as sns_subscriber
+    from exactly_once.http.api import ApiOutcome as ApiOutcome
+    from exactly_once.http.api import IdempotentApi as IdempotentApi
+    from exactly_once.http.api import idempotent_api as idempotent_api
+    from exactly_once.http.context import RequestContext as RequestContext
+    from exactly_once.http.request import HttpRequest as HttpRequest
+    from exactly_once.http.response import HttpResponse as HttpResponse
+    from exactly_once.sns.context import NotificationContext as NotificationContext
+    from exactly_once.sns.subscriber import DeliveryFailed as DeliveryFailed
+    from exactly_once.sns.subscriber import SnsSubscriber as SnsSubscriber
+    from exactly_once.sns.subscriber import sns_subscriber as sns_subscriber
+    from exactly_once.stores.postgres.store import PostgresStore as PostgresStore
 
 _LAZY = {
-    "DeliveryFailed": "sns_handler",
-    "SnsSubscriber": "sns_handler",
-    "sns_subscriber": "sns_handler",
-    "ApiOutcome": "http_api",
-    "HttpRequest": "http_request",
-    "HttpResponse": "http_response",
-    "IdempotentApi": "http_api",
-    "idempotent_api": "http_api",
-    "PostgresStore": "postgres.store",
+    "DeliveryFailed": "sns.subscriber",
+    "NotificationContext": "sns.context",
+    "SnsSubscriber": "sns.subscriber",
+    "sns_subscriber": "sns.subscriber",
+    "ApiOutcome": "http.api",
+    "HttpRequest": "http.request",
+    "HttpResponse": "http.response",
+    "IdempotentApi": "http.api",
+    "RequestContext": "http.context",
+    "idempotent_api": "http.api",
+    "PostgresStore": "stores.postgres.store",
 }
 
 __all__ = [

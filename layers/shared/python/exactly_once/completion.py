@@ -11,7 +11,7 @@ from typing import Any
 
 from exactly_once.errors import CommitFailed, CommitUnknown
 from exactly_once.lease import remaining_ms
-from exactly_once.records import WriteResult
+from exactly_once.stores.records import WriteResult
 
 COMPLETE_ATTEMPTS = 4  # each is botocore's own retries
 

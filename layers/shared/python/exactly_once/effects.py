@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from exactly_once import schema
-from exactly_once.codec import sha256_hex
 from exactly_once.errors import ConfigurationError
-from exactly_once.records import Lock, StoredRecord
-from exactly_once.schema import Status
-from exactly_once.store import IdempotencyStore
+from exactly_once.stores import schema
+from exactly_once.stores.codec import sha256_hex
+from exactly_once.stores.dynamodb.store import IdempotencyStore
+from exactly_once.stores.records import Lock, StoredRecord
+from exactly_once.stores.schema import Status
 
 if TYPE_CHECKING:
     from exactly_once.context import LockedContext

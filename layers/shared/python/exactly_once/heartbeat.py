@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 from exactly_once import lifecycle, observability
 
 if TYPE_CHECKING:
-    from exactly_once.records import Lock
-    from exactly_once.stores import Store
+    from exactly_once.stores.protocol import Store
+    from exactly_once.stores.records import Lock
 
 RENEWALS_PER_LEASE = 3  # renew every third of the lease: one missed beat still leaves a third
 

@@ -34,8 +34,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients
-from exactly_once.codec import sha256_hex
 from exactly_once.effects import put_once
+from exactly_once.stores.codec import sha256_hex
 
 if TYPE_CHECKING:
     from exactly_once.context import LockedContext
@@ -88,7 +88,7 @@ def record_effect(
     """
     store = ctx._store
     if store is not None and store.backend == "postgres":
-        from exactly_once.postgres import ledger
+        from exactly_once.stores.postgres import ledger
 
         return ledger.record_effect(ctx, detail, name)
     item = _entry(ctx.key, f"{ctx.scope}#{name}", ctx.fence, ctx.origin_id, detail)
@@ -131,7 +131,7 @@ def append_effect(
     logged = {**detail, "execution": execution(ctx.attempt, holder)}
     store = ctx._store
     if store is not None and store.backend == "postgres":
-        from exactly_once.postgres import ledger
+        from exactly_once.stores.postgres import ledger
 
         return ledger.append_effect(ctx, logged, name, logged["execution"]["id"])
     per_key = f"{ctx.scope}#{name}"

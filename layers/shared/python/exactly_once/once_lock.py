@@ -39,9 +39,9 @@ from exactly_once.errors import CommitFailed, ConfigurationError, PermanentError
 from exactly_once.keys import storable_key
 from exactly_once.lease import LeasePolicy
 from exactly_once.lease import owner as lambda_owner
-from exactly_once.records import AcquireStatus, ErrorInfo, Lock, StoredRecord, WriteResult
-from exactly_once.schema import Status
-from exactly_once.stores import Store, open_store
+from exactly_once.stores.protocol import Store, open_store
+from exactly_once.stores.records import AcquireStatus, ErrorInfo, Lock, StoredRecord, WriteResult
+from exactly_once.stores.schema import Status
 
 
 class ClaimStatus(StrEnum):

@@ -1,0 +1,406 @@
+"""One SQS record through the idempotency state machine.
+
+Every path ends in a RecordResult: succeeded, reported as failed (SQS redelivers it), or sent
+to the DLQ with its reason. Nothing here raises to the batch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from exactly_once import clients, lifecycle, observability
+from exactly_once.effects import LeaseLost
+from exactly_once.errors import CommitFailed, PermanentError, UnusableInput
+from exactly_once.lease import owner, remaining_ms
+from exactly_once.once_lock import ClaimStatus, OnceLock, claim
+from exactly_once.outcomes import Outcome, RecordResult
+from exactly_once.sqs.config import ConsumerConfig
+from exactly_once.sqs.context import RecordContext
+from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
+from exactly_once.sqs.envelopes import NotAnEnvelope, unwrap
+from exactly_once.sqs.keys import KeySpec, resolve_key
+from exactly_once.sqs.messages import NonJsonBody, SqsMessage, parse_body, queue_url_from_arn
+from exactly_once.stores.codec import fingerprint
+from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import ErrorInfo, StoredRecord
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+Handler = Callable[[Any, RecordContext], Any]
+MAX_VISIBILITY_S = 43_200
+
+
+class RecordProcessor:
+    def __init__(
+        self,
+        handler: Handler,
+        key: KeySpec,
+        config: ConsumerConfig,
+        store: Store,
+        sqs: SQSClient | None = None,
+        context_type: type[RecordContext] = RecordContext,
+    ) -> None:
+        self.handler = handler
+        self.context_type = context_type  # what the handler's ctx is (NotificationContext)
+        self.key = key
+        self.config = config
+        self.store = store
+        self._sqs = sqs
+        self._sqs_generation: int | None = None  # set when fetched here, not given
+
+    @property
+    def sqs(self) -> SQSClient:
+        if self._sqs is None or self._sqs_generation not in (None, lifecycle.generation()):
+            self._sqs = clients.sqs()
+            self._sqs_generation = lifecycle.generation()
+        return self._sqs
+
+    def process(self, message: SqsMessage, context: Any, margin_ms: float = 0.0) -> RecordResult:
+        """`margin_ms`: a record is not started with less time than this left."""
+        mid = message.message_id
+        try:
+            return self._process(message, context, margin_ms)
+        except BaseException as exc:  # the last line of defence: report, never raise to the batch
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            observability.logger().exception(
+                "record failed unexpectedly", extra={"message_id": mid}
+            )
+            return RecordResult(mid, Outcome.ERROR, True, reason=f"{type(exc).__name__}: {exc}")
+
+    def key_of(self, message: SqsMessage) -> str | None:
+        """The record's idempotency key, or None when it has none (it then runs on its own)."""
+        try:
+            return self._identity(message)[1]
+        except BaseException as exc:  # a key function's CancelledError must not fail the batch
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return None
+
+    def _identity(self, message: SqsMessage) -> tuple[Any, str, str | None]:
+        """`_identify` once per message (the outcome or the failure): the batch asks for the key
+        to order chains, then the record's run asks again."""
+        memo = ("identity", id(self))  # another processor's settings may read it differently
+        found = message.derived.get(memo)
+        if found is None:
+            try:
+                found = self._identify(message)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                found = exc
+            message.derived[memo] = found
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def _identify(self, message: SqsMessage) -> tuple[Any, str, str | None]:
+        """Body, key and fingerprint. Every failure here comes from the input: permanent.
+
+        Valid JSON can still break code (deep nesting, lone surrogates, a key function that
+        raises); retrying cannot change the input, so such a record goes to the DLQ at once.
+        """
+        try:
+            source, body = self._source(message)
+            key = resolve_key(self.key, source, body)
+            fp = (
+                fingerprint(body, self.config.fingerprint_fields)
+                if self.config.fingerprint
+                else None
+            )
+        except PermanentError:
+            raise
+        except Exception as exc:
+            raise UnusableInput(f"{type(exc).__name__}: {exc}") from exc
+        return body, key, fp
+
+    def _source(self, message: SqsMessage) -> tuple[SqsMessage, Any]:
+        """The message the key and body come from, and the body: the SNS notification inside
+        the body when it is an envelope (SNS -> SQS without raw delivery), else the message.
+        Unwrapped, a key of None is the SNS MessageId: the same for every delivery of one
+        published message, where each copy in the queue has its own SQS messageId."""
+        mode = self.config.sns_envelope
+        if mode == "off":
+            return message, parse_body(message, self.config.raw_body)
+        try:
+            outer = parse_body(message, False)
+        except NonJsonBody:
+            if mode == "on":
+                raise NotAnEnvelope("SNS_ENVELOPE=on, and the body is not JSON") from None
+            if not self.config.raw_body or message.body is None:
+                raise  # not JSON and not accepted raw, or no body at all
+            return message, message.body  # a raw body, as it is
+        inner = unwrap(message, outer)
+        if inner is not None:
+            return inner, parse_body(inner, self.config.raw_body)
+        if mode == "on":
+            raise NotAnEnvelope("SNS_ENVELOPE=on, and the body is not an SNS notification")
+        return message, (message.body if self.config.raw_body else outer)
+
+    def deferred(self, message: SqsMessage, reason: str) -> RecordResult:
+        return RecordResult(message.message_id, Outcome.DEFERRED, True, reason=reason)
+
+    def _process(self, message: SqsMessage, context: Any, margin_ms: float) -> RecordResult:
+        mid = message.message_id
+        if not mid:  # no string messageId, or not a record at all
+            return RecordResult(mid, Outcome.ERROR, True, reason="malformed record: no messageId")
+        if remaining_ms(context) < margin_ms:
+            return self.deferred(message, "too close to the invocation deadline")
+        try:
+            body, key, fp = self._identity(message)
+        except PermanentError as exc:  # NonJsonBody, MissingKey...: no key, so no record to keep
+            return self._dead_letter(
+                message, None, ErrorInfo.from_exception(exc, retryable=False), 0
+            )
+        try:
+            claimed = claim(
+                self.store,
+                self.config.scope,
+                key,
+                lease_ms=self.config.lease.lease_ms(context),
+                owner=owner(context),
+                fingerprint=fp,
+                block_takeover=self.config.block_takeover,
+                replay_nonce=message.replay_nonce,
+                lambda_context=context,
+                reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
+                heartbeat_ms=self.config.lease.heartbeat_ms,  # a dead holder frees the key soon
+            )
+        except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
+            return self._infrastructure_error(mid, key, "acquire", exc)
+
+        status, stored = claimed.status, claimed.record
+        if status is ClaimStatus.COMPLETED:
+            return RecordResult(mid, Outcome.DUPLICATE, False, key=key)
+        if status is ClaimStatus.IN_PROGRESS:
+            return self._in_progress(message, key, stored)
+        if status is ClaimStatus.MISMATCH:
+            error = ErrorInfo(
+                "FingerprintMismatch",
+                f"key {key!r} was already used for a different payload",
+                retryable=False,
+            )
+            return self._dead_letter(message, key, error, _attempts(stored))
+        if status is ClaimStatus.FAILED:
+            error = claimed.error or ErrorInfo("Failed", "", False)
+            nonce = stored.replay_nonce if stored else None
+            return self._dead_letter(message, key, error, _attempts(stored), nonce=nonce)
+
+        lock = claimed.lock
+        ctx = self.context_type(
+            mid,
+            key,
+            lock.fence,
+            lock.attempt,
+            message.record,
+            context,
+            self.store,
+            lock.store_lock,
+            message,
+        )
+        return self._run(ctx, lock, body, claimed.takeover)
+
+    def _run(self, ctx: RecordContext, lock: OnceLock, body: Any, takeover: bool) -> RecordResult:
+        try:
+            return self._run_locked(ctx, lock, body, takeover)
+        finally:
+            lock.abandon()  # a transaction still open here has no outcome to commit with
+
+    def _run_locked(
+        self, ctx: RecordContext, lock: OnceLock, body: Any, takeover: bool
+    ) -> RecordResult:
+        mid, key = ctx.message_id, ctx.key
+        try:
+            result = self.handler(body, ctx)
+        except LeaseLost as exc:  # a fenced effect was refused: a newer holder owns the record
+            observability.logger().warning(
+                "effect refused: lease lost", extra={"message_id": mid, "key": key}
+            )
+            return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
+        except PermanentError as exc:
+            error = ErrorInfo.from_exception(exc, retryable=False)
+            failed = self._fail(ctx, lock, error)
+            if failed is None:
+                return RecordResult(mid, Outcome.LEASE_LOST, True, key=key, reason=str(exc))
+            return self._dead_letter(
+                ctx.message, key, error, lock.attempt, takeover=takeover, nonce=failed
+            )
+        except BaseException as exc:  # CancelledError, a library's SystemExit: this record only
+            self._fail(ctx, lock, ErrorInfo.from_exception(exc, retryable=True))
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            observability.logger().warning(
+                "consumer raised; the record will be retried",
+                extra={"message_id": mid, "key": key, "error": repr(exc), "attempt": lock.attempt},
+            )
+            return RecordResult(
+                mid,
+                Outcome.FAILED,
+                True,
+                key=key,
+                reason=repr(exc),
+                fence=lock.fence,
+                takeover=takeover,
+            )
+        return self._complete(ctx, lock, result, takeover)
+
+    def _complete(
+        self, ctx: RecordContext, lock: OnceLock, result: Any, takeover: bool
+    ) -> RecordResult:
+        try:
+            lock.succeed(result)
+        except LeaseLost as lost:
+            observability.logger().error(
+                "LEASE LOST at completion: the work ran, but another holder owns the record now",
+                extra={
+                    "message_id": ctx.message_id,
+                    "key": ctx.key,
+                    "fence": ctx.fence,
+                    "holder": str(lost),
+                },
+            )
+            # Reported failed, not succeeded: if this holder's (fenced) effect was refused and the
+            # newer holder then failed, deleting the message would leave nothing to retry the
+            # key. The redelivery costs one call and comes back as a duplicate at worst.
+            return RecordResult(
+                ctx.message_id,
+                Outcome.LEASE_LOST,
+                True,
+                key=ctx.key,
+                fence=ctx.fence,
+                takeover=takeover,
+            )
+        except CommitFailed as exc:  # ctx.transaction's writes rolled back with it
+            self._fail(ctx, lock, ErrorInfo.from_exception(exc, retryable=True))
+            return RecordResult(
+                ctx.message_id,
+                Outcome.FAILED,
+                True,
+                key=ctx.key,
+                reason=f"complete: {exc}",
+                fence=ctx.fence,
+                takeover=takeover,
+            )
+        except Exception as exc:
+            observability.logger().error(
+                "completion could not be recorded; the record stays IN_PROGRESS until "
+                "its lease expires and may then run again",
+                extra={"message_id": ctx.message_id, "key": ctx.key, "error": repr(exc)},
+            )
+            return RecordResult(
+                ctx.message_id,
+                Outcome.ERROR,
+                True,
+                key=ctx.key,
+                reason=f"complete: {exc!r}",
+                fence=ctx.fence,
+                takeover=takeover,
+            )
+        return RecordResult(
+            ctx.message_id,
+            Outcome.PROCESSED,
+            False,
+            key=ctx.key,
+            fence=ctx.fence,
+            takeover=takeover,
+        )
+
+    def _fail(self, ctx: RecordContext, lock: OnceLock, error: ErrorInfo) -> str | None:
+        """Keep the failure on the record. Returns its replay nonce ("" when retryable); None
+        when the lease was lost or the write failed."""
+        try:
+            return lock.fail(error)
+        except LeaseLost:
+            return None
+        except Exception:
+            observability.logger().exception(
+                "could not record the failure", extra={"message_id": ctx.message_id}
+            )
+            return None
+
+    def _in_progress(
+        self, message: SqsMessage, key: str, holder: StoredRecord | None
+    ) -> RecordResult:
+        """Hide the message until the holder's lease ends, so retries don't burn receives."""
+        mid, arn, receipt = message.message_id, message.event_source_arn, message.receipt_handle
+        lease_end = holder.lease_expires_at_ms if holder else None
+        if lease_end is not None and holder and holder.expected_by_ms:
+            # A heartbeat lease is short and renewed: hide until the holder's budget ends
+            # (`expected_by`), not once per renewal, which would burn the message's receives.
+            lease_end = max(lease_end, holder.expected_by_ms)
+        if lease_end is not None and receipt and arn:
+            seconds = math.ceil((lease_end - time.time() * 1000) / 1000) + 1
+            try:
+                self.sqs.change_message_visibility(
+                    QueueUrl=queue_url_from_arn(arn, self.sqs.meta.endpoint_url),
+                    ReceiptHandle=receipt,
+                    VisibilityTimeout=max(1, min(seconds, MAX_VISIBILITY_S)),
+                )
+            except Exception as exc:  # best effort: the queue's own timeout still applies
+                observability.logger().warning(
+                    "could not defer an in-progress duplicate",
+                    extra={"message_id": mid, "error": repr(exc)},
+                )
+        return RecordResult(mid, Outcome.IN_PROGRESS, True, key=key, reason="lease held elsewhere")
+
+    def _dead_letter(
+        self,
+        message: SqsMessage,
+        key: str | None,
+        error: ErrorInfo,
+        attempt: int,
+        *,
+        takeover: bool = False,
+        nonce: str | None = None,
+    ) -> RecordResult:
+        mid, reason = message.message_id, f"{error.type}: {error.message}"
+        url = self.config.dead_letter_queue_url
+        if not url:
+            observability.logger().error(
+                "permanent failure but no DEAD_LETTER_QUEUE_URL: reporting it failed instead",
+                extra={"message_id": mid, "key": key, "reason": reason},
+            )
+            return RecordResult(mid, Outcome.ERROR, True, key=key, reason=reason)
+        try:
+            send_to_dead_letter_queue(
+                self.sqs,
+                url,
+                message,
+                error,
+                self.config.scope,
+                attempt,
+                replay_nonce=nonce or None,
+            )
+        except Exception as exc:
+            observability.logger().error(
+                "DLQ send failed: reporting the record failed so it is not lost",
+                extra={"message_id": mid, "key": key, "reason": reason, "error": repr(exc)},
+            )
+            return RecordResult(mid, Outcome.ERROR, True, key=key, reason=f"DLQ send: {exc!r}")
+        observability.logger().warning(
+            "sent to the DLQ", extra={"message_id": mid, "key": key, "reason": reason}
+        )
+        return RecordResult(
+            mid,
+            Outcome.PERMANENT,
+            False,
+            key=key,
+            reason=reason,
+            dead_lettered=True,
+            takeover=takeover,
+        )
+
+    def _infrastructure_error(self, mid: str, key: str, step: str, exc: Exception) -> RecordResult:
+        observability.logger().error(
+            f"{step} failed; the record will be retried",
+            extra={"message_id": mid, "key": key, "error": repr(exc)},
+        )
+        return RecordResult(mid, Outcome.ERROR, True, key=key, reason=f"{step}: {exc!r}")
+
+
+def _attempts(record: StoredRecord | None) -> int:
+    return record.attempts if record else 0
