@@ -2,7 +2,7 @@
 
 SQS is only needed for the layer's in-progress path (it hides the message until the holder's
 lease ends), so a moto server process provides it; DynamoDB is always DynamoDB Local. Given a
-PostgreSQL database, the layer also runs on it, side by side with DynamoDB (stores.py).
+PostgreSQL database, the layer also runs on it, side by side with DynamoDB (benchmarks/stores.py).
 """
 
 from __future__ import annotations

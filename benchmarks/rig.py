@@ -63,7 +63,7 @@ class Rig:
 
     @property
     def ledger_table(self) -> str:
-        """The effects ledger of the store comparison's fenced effect (stores.py)."""
+        """The effects ledger of the store comparison's fenced effect (benchmarks/stores.py)."""
         return f"bench-ledger-{self.run_id}"
 
     @property

@@ -5,7 +5,7 @@ that invocation was accepted.
 A direct subscriber (`IdempotentSubscriber`) has one DLQ for every way a notification can die,
 each in its own shape:
 
-- `permanent`: the handler's own permanent failure (exactly_once/dead_letter.py). The body is
+- `permanent`: the handler's own permanent failure (exactly_once/sqs/dead_letter.py). The body is
   the SNS Message; the attributes are the SNS message attributes plus the layer's `eo-*`
   (`eo-original-message-id` is the SNS MessageId). The event is rebuilt around them, with
   every attribute in SNS form, `eo-replay-nonce` included: the FAILED record's nonce is what

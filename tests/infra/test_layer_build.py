@@ -35,8 +35,8 @@ def source_layer() -> Path:
 
 def test_layout(layer: Path) -> None:
     site = layer / "python"
-    assert (site / "exactly_once" / "schema.py").read_bytes() == (
-        PACKAGE / "schema.py"
+    assert (site / "exactly_once" / "stores" / "schema.py").read_bytes() == (
+        PACKAGE / "stores" / "schema.py"
     ).read_bytes()
     assert (site / "aws_lambda_powertools").is_dir()
     pinned = REQUIREMENTS.read_text().split("aws-lambda-powertools==")[1].split()[0]
@@ -156,7 +156,9 @@ def test_hash_covers_package_files_but_not_caches(tmp_path: Path) -> None:
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
     assert inputs_hash(REQUIREMENTS, package) == before
-    (package / "schema.py").write_text((package / "schema.py").read_text() + "\n# changed\n")
+    (package / "stores" / "schema.py").write_text(
+        (package / "stores" / "schema.py").read_text() + "\n# changed\n"
+    )
     assert inputs_hash(REQUIREMENTS, package) != before
 
 

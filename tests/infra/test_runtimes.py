@@ -126,7 +126,7 @@ def test_a_source_only_layer_builds_for_any_target() -> None:
         "AWS::Lambda::Function", {"Runtime": "python3.14", "Architectures": ["arm64"]}
     )
     built = Path("build") / "layer-py314-arm64-source" / "python"
-    assert (built / "exactly_once" / "consumer.py").is_file()
+    assert (built / "exactly_once" / "sqs" / "consumer.py").is_file()
     assert not list(built.rglob("*.pyc"))
 
 

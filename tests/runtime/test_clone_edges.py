@@ -125,7 +125,7 @@ def test_a_metric_write_in_flight_at_a_fork_does_not_deadlock_the_child() -> Non
 
 
 def test_an_entry_points_lock_held_at_a_fork_does_not_deadlock_the_child() -> None:
-    """The SQS/SNS entry points (record_entry) and the HTTP API (http_api) guard their cached
+    """The SQS/SNS entry points (sqs/record_entry) and the HTTP API (http/api) guard their cached
     processor or store with an instance lock, held while another thread opens the store; a
     fork then leaves it held forever in the child."""
     from exactly_once import sqs_consumer

@@ -90,7 +90,7 @@ def store_settings(
 
     The store is a DynamoDB table (IDEMPOTENCY_TABLE) or a PostgreSQL DSN (IDEMPOTENCY_DSN). One
     given as an argument wins over the environment; both in the environment is an error, raised
-    when the store is opened (stores.open_store). `store_given`: the caller has its store
+    when the store is opened (`open_store`). `store_given`: the caller has its store
     already, so none need be configured.
     """
     table = given.pop("table_name", None)

@@ -31,7 +31,7 @@ class ApiConfig:
     record_ttl_s: int = RECORD_TTL_S
     failed_ttl_s: int = 30 * 86_400
     result_cap_bytes: int = 64 * 1024
-    dsn: str | None = None  # PostgreSQL (see stores.open_store)
+    dsn: str | None = None  # PostgreSQL (see stores/protocol.py `open_store`)
 
     @classmethod
     def resolve(cls, overrides: dict[str, Any]) -> ApiConfig:

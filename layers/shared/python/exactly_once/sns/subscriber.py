@@ -9,7 +9,7 @@ record is written; everything else returns normally:
 - failed permanently (bad input, a PermanentError, a reused key): sent to
   DEAD_LETTER_QUEUE_URL with its reason, then success, so Lambda does not retry it in vain;
 - failed retryably, in progress elsewhere, or the store unreachable: `DeliveryFailed`.
-Each record goes through the queue consumer's own processor (processor.py), so the keys,
+Each record goes through the queue consumer's own processor (sqs/processor.py), so the keys,
 fingerprints, fencing, dead-lettering and metrics are the ones queues have.
 """
 

@@ -28,11 +28,11 @@ class ConsumerConfig:
     record_ttl_s: int = 15 * 86_400
     failed_ttl_s: int = 30 * 86_400
     result_cap_bytes: int = 64 * 1024
-    # See sns_messages.ENVELOPE_MODES. Off unless asked: switching it on changes the key of a
+    # See envelopes.ENVELOPE_MODES. Off unless asked: switching it on changes the key of a
     # queue that already receives envelopes (key=None becomes the SNS MessageId), so a message
     # in flight across the upgrade could run again. IdempotentTopic.subscribe_queue sets auto.
     sns_envelope: str = "off"
-    dsn: str | None = None  # PostgreSQL (see stores.open_store)
+    dsn: str | None = None  # PostgreSQL (see stores/protocol.py `open_store`)
 
     def margin_for(self, budget_ms: float) -> float:
         """How close to the deadline a record may still start.

@@ -100,7 +100,7 @@ class SqsMessage:
         receive_count: int | None = None,
     ) -> SqsMessage:
         """A message from its parts, `attributes` in Lambda's SQS event form: how an SNS
-        notification (sns_messages.py) becomes one for the same state machine."""
+        notification (sns/messages.py, sqs/envelopes.py) becomes one for the same state machine."""
         own = _own_attributes(attributes)
         packed = _packed(own)
         return cls(

@@ -12,7 +12,7 @@ local) to [Date - received, Date + 1 - sent]. The estimate is the intersection o
 seen; when a new one does not meet it (the clock was stepped) it starts again from that one.
 Only a skew that is certainly beyond the margin counts.
 
-What the store does with it (store.py): while this process's clock is certainly AHEAD of
+What the store does with it (dynamodb/store.py): while this process's clock is certainly AHEAD of
 DynamoDB's by more than the lease margin, it refuses to take over an IN_PROGRESS record whose
 lease looks expired (or blocks it for a person): the record is reported in progress and is
 left to a process whose clock is right, or to this one once its clock is. A warning is logged
