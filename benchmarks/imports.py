@@ -8,7 +8,12 @@ so it is also shown next to "bare boto3 + DynamoDB client".
 The built layer is measured apart, as Lambda runs it: the consumer module imported with the
 target's interpreter from the folder `layer_build` made, never writing bytecode (/opt is
 read-only), once for a source-only build and once for the compiled one. Its interpreter is not
-the benchmark's, so those two rows are compared with each other only.
+the benchmark's, so those rows are compared with each other only.
+
+The same compiled layer shows what the library's lazy rooms save a queue consumer: its import
+beside one that also imports the SNS and HTTP rooms eagerly. Each consumer row is checked to load
+nothing from a room it should import lazily (exactly_once/http/, sns/, stores/postgres/), and the
+all-rooms row to load the rooms it names, so neither figure can be reported when it is not true.
 
 Both wall and process CPU time are recorded. Imports are CPU-bound (files come from the page
 cache after the first run), so CPU time is what an uncontended cold start pays, and it does not
@@ -45,9 +50,27 @@ CASES = {
 _PY = DEFAULT_TARGET.python_version
 LAYER_SOURCE = f"built layer, source only: import consumer module (Python {_PY}, read-only)"
 LAYER_COMPILED = f"built layer, compiled: import consumer module (Python {_PY}, read-only)"
+LAYER_ALL_ROOMS = (
+    f"built layer, compiled: consumer module + the SNS and HTTP rooms, eagerly (Python {_PY}, "
+    "read-only)"
+)
 # Case -> whether its layer is built with bytecode.
-LAYER_BUILDS = {LAYER_SOURCE: False, LAYER_COMPILED: True}
+LAYER_BUILDS = {LAYER_SOURCE: False, LAYER_COMPILED: True, LAYER_ALL_ROOMS: True}
 ALL_CASES = (*CASES, *LAYER_BUILDS)
+
+# The rooms a queue consumer imports only when it uses them (paths in the layer).
+LAZY_ROOMS = ("exactly_once/http/", "exactly_once/sns/", "exactly_once/stores/postgres/")
+# What the all-rooms case imports on top of the consumer: each entry point's module. The
+# PostgreSQL store is left out: it imports psycopg when it is imported (stores/postgres/
+# connections.py subclasses psycopg.Connection), and the DynamoDB layer measured here carries no
+# psycopg, so a DynamoDB consumer could not load that room even by mistake.
+OTHER_ROOMS = ("exactly_once.http.api", "exactly_once.sns.subscriber")
+# Case -> what it imports.
+LAYER_CODE = {
+    LAYER_SOURCE: CASES[LAYER_ONLY],
+    LAYER_COMPILED: CASES[LAYER_ONLY],
+    LAYER_ALL_ROOMS: "\n".join([CASES[LAYER_ONLY], *(f"import {m}" for m in OTHER_ROOMS)]),
+}
 
 _TIMED = """import time
 _wall, _cpu = time.perf_counter(), time.process_time()
@@ -65,12 +88,42 @@ class LayerImportResult:
     modules: dict[str, int]  # case -> modules the import loaded from the layer
     wall: dict[str, list[float]] = field(default_factory=dict)  # seconds
     cpu: dict[str, list[float]] = field(default_factory=dict)
+    # case -> the files those modules came from, relative to the layer's python/ folder
+    files: dict[str, list[str]] = field(default_factory=dict)
 
     def median_wall(self, case: str) -> float:
         return statistics.median(self.wall[case])
 
     def median_cpu(self, case: str) -> float:
         return statistics.median(self.cpu[case])
+
+    def room_modules(self, case: str) -> dict[str, int]:
+        """Modules the case loaded from each lazy room (rooms it did not touch left out)."""
+        counts = {room: sum(f.startswith(room) for f in self.files[case]) for room in LAZY_ROOMS}
+        return {room: n for room, n in counts.items() if n}
+
+    @property
+    def has_rooms(self) -> bool:
+        """Whether the consumer and the all-rooms import were both measured in this run."""
+        return LAYER_COMPILED in self.cpu and LAYER_ALL_ROOMS in self.cpu
+
+    @property
+    def rooms_ratio(self) -> float:
+        """Consumer / consumer + every other room, compiled layer, CPU time: under 1 is the
+        share of the eager import a queue consumer pays."""
+        return self.median_cpu(LAYER_COMPILED) / self.median_cpu(LAYER_ALL_ROOMS)
+
+    @property
+    def rooms_saving_cpu(self) -> float:
+        return self.median_cpu(LAYER_ALL_ROOMS) - self.median_cpu(LAYER_COMPILED)
+
+    @property
+    def rooms_saving_wall(self) -> float:
+        return self.median_wall(LAYER_ALL_ROOMS) - self.median_wall(LAYER_COMPILED)
+
+    @property
+    def rooms_saving_modules(self) -> int:
+        return self.modules[LAYER_ALL_ROOMS] - self.modules[LAYER_COMPILED]
 
     @property
     def ratio(self) -> float:
@@ -162,51 +215,71 @@ def _run_layer(python: str, site: Path, args: list[str]) -> subprocess.Completed
     return done
 
 
-def _layer_modules(python: str, site: Path, compiled: bool) -> int:
-    """How many modules the import loads from the layer (`python -v` prints "code object
-    from <file>" for each), after checking they all come from `.pyc` files (compiled) or all
-    from `.py` files (source only): otherwise the two rows would not measure what they say."""
-    lines = _run_layer(python, site, ["-v", "-c", CASES[LAYER_ONLY]]).stderr.splitlines()
+def layer_files(python: str, site: Path, compiled: bool, code: str) -> list[str]:
+    """The files of the modules `code` loads from the layer at `site`, relative to it (`python
+    -v` prints "code object from <file>" for each), after checking they all come from `.pyc`
+    files (compiled) or all from `.py` files (source only): otherwise the rows would not measure
+    what they say."""
+    lines = _run_layer(python, site, ["-v", "-c", code]).stderr.splitlines()
     marker = "# code object from "
-    files = [
-        line[len(marker) :].strip("'")
-        for line in lines
-        if line.startswith(marker) and str(site) in line
-    ]
+    loaded = [Path(line[len(marker) :].strip("'")) for line in lines if line.startswith(marker)]
+    files = [f.relative_to(site).as_posix() for f in loaded if f.is_relative_to(site)]
     suffix = f".{DEFAULT_TARGET.cache_tag}.pyc" if compiled else ".py"
     stray = [f for f in files if not f.endswith(suffix)]
     if not files or stray:
         raise RuntimeError(f"layer {site}: expected every module from *{suffix}, got {stray[:5]}")
-    return len(files)
+    return files
+
+
+def check_rooms(case: str, files: list[str]) -> None:
+    """A consumer case must load nothing from a lazy room, and the all-rooms case must load
+    each room it imports: raise otherwise, so no lean figure is reported that is not true."""
+    if case == LAYER_ALL_ROOMS:
+        wanted = [m.rpartition(".")[0].replace(".", "/") + "/" for m in OTHER_ROOMS]
+        missing = [room for room in wanted if not any(f.startswith(room) for f in files)]
+        if missing:
+            raise RuntimeError(f"{case}: loaded nothing from {missing}")
+        return
+    eager = [f for f in files if f.startswith(LAZY_ROOMS)]
+    if eager:
+        raise RuntimeError(
+            f"{case}: the queue consumer loaded modules from a room it should import lazily: "
+            f"{eager[:5]}"
+        )
 
 
 def measure_layer(runs: int, cases: tuple[str, ...] = tuple(LAYER_BUILDS)) -> LayerImportResult:
-    """The consumer module imported from each built layer (built here if stale) with the
-    target's interpreter, interleaved, `runs` times each."""
+    """Each case imported from its built layer (built here if stale) with the target's
+    interpreter, interleaved, `runs` times each."""
     python = find_interpreter(DEFAULT_TARGET.python_version)
-    sites = {
-        case: build_layer(
-            ROOT / layer_dir(bytecode=LAYER_BUILDS[case]), bytecode=LAYER_BUILDS[case]
-        )
-        / "python"
-        for case in cases
+    builds = {
+        bytecode: build_layer(ROOT / layer_dir(bytecode=bytecode), bytecode=bytecode) / "python"
+        for bytecode in sorted({LAYER_BUILDS[case] for case in cases})
     }
+    sites = {case: builds[LAYER_BUILDS[case]] for case in cases}
     version = _run_layer(
         python, sites[cases[0]], ["-c", "import platform; print(platform.python_version())"]
     )
+    files = {
+        case: layer_files(python, site, LAYER_BUILDS[case], LAYER_CODE[case])
+        for case, site in sites.items()
+    }
+    for case, loaded in files.items():
+        check_rooms(case, loaded)
     result = LayerImportResult(
         runs,
         version.stdout.strip(),
-        {case: _layer_modules(python, site, LAYER_BUILDS[case]) for case, site in sites.items()},
+        {case: len(loaded) for case, loaded in files.items()},
         {c: [] for c in cases},
         {c: [] for c in cases},
+        files,
     )
-    code = ["-c", _TIMED.format(code=CASES[LAYER_ONLY])]
+    code = {case: ["-c", _TIMED.format(code=LAYER_CODE[case])] for case in cases}
     for case in cases:  # warm the file cache
-        _run_layer(python, sites[case], code)
+        _run_layer(python, sites[case], code[case])
     for _ in range(runs):
         for case in cases:
-            wall, cpu = _run_layer(python, sites[case], code).stdout.split()
+            wall, cpu = _run_layer(python, sites[case], code[case]).stdout.split()
             result.wall[case].append(float(wall))
             result.cpu[case].append(float(cpu))
     return result

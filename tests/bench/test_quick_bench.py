@@ -10,6 +10,7 @@ Everything runs against the session's DynamoDB Local and PostgreSQL server.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from benchmarks import chart, harness, report
 from benchmarks.api import ARMS, ApiCase, Clock
 from benchmarks.calls import Case
 from benchmarks.concurrency import Overlap, batch_overlap
+from benchmarks.imports import LAYER_ALL_ROOMS, LAYER_BUILDS, LAYER_COMPILED, measure_layer
 from benchmarks.instrument import CallCounter, add_latency
 from benchmarks.pg_wire import STARTUP, TERMINATE
 from benchmarks.rig import Rig, Variant
@@ -149,6 +151,34 @@ def test_report_and_chart_are_written(results: harness.Results, tmp_path: Path) 
     png = tmp_path / "benchmarks.png"
     chart.draw(results, png)
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_built_layer_rows_are_rendered_and_judged(results: harness.Results) -> None:
+    """The smoke settings leave the built layers out, so they are measured here once (every
+    case, as `make bench` does) and put in the smoke run's results: the consumer row, the
+    all-rooms row, what the lazy rooms save, and both built-layer targets are in the report."""
+    layer = measure_layer(1, tuple(LAYER_BUILDS))
+    with_layer = dataclasses.replace(
+        results, imports=dataclasses.replace(results.imports, layer=layer)
+    )
+    targets = evaluate(with_layer)
+    text = report.render(with_layer, targets, "benchmarks.png")
+    built = [t for t in targets if t.name.startswith("Built layer")]
+    assert [t.name for t in built] == [
+        "Built layer's consumer import, compiled / source only (CPU time)",
+        "Built layer's consumer import / consumer + the SNS and HTTP rooms (CPU time)",
+    ]
+    assert all(t.name in text for t in built)
+    consumer, all_rooms = layer.modules[LAYER_COMPILED], layer.modules[LAYER_ALL_ROOMS]
+    assert f"{consumer} / {all_rooms} layer modules, none from a lazy room" in built[1].measured
+    assert f"| {LAYER_COMPILED} | {consumer} | none |" in text
+    rooms = layer.room_modules(LAYER_ALL_ROOMS)
+    assert f"| {LAYER_ALL_ROOMS} | {all_rooms} | http {rooms['exactly_once/http/']}, sns " in text
+    saved = all_rooms - consumer
+    assert f"The lazy rooms save a queue consumer {saved} layer modules and " in text
+    # Without the built layers (the smoke run as it is), the section says so instead.
+    plain = report.render(results, evaluate(results), "benchmarks.png")
+    assert "The lazy rooms were not measured in this run" in plain
 
 
 def test_hooks_apply_only_to_the_client_they_are_attached_to(
