@@ -1,7 +1,7 @@
 """The completion in the holder's transaction sets the store's statement_timeout for itself
-(`SET LOCAL`, store._COMPLETE_AND_COMMIT). Whatever happens to it, the lent connection goes back
-to its pool clean: no transaction left open, and the lent connections' own statement_timeout
-(the database's) for the next holder, not the store's bound."""
+(`SET LOCAL`, statements.COMPLETE_AND_COMMIT). Whatever happens to it, the lent connection goes
+back to its pool clean: no transaction left open, and the lent connections' own
+statement_timeout (the database's) for the next holder, not the store's bound."""
 
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError,
 from exactly_once.ledger import record_effect
 from exactly_once.stores.lifetimes import DAY_S
 from exactly_once.stores.postgres.cleanup import delete_expired
-from exactly_once.stores.postgres.store import PostgresStore, _db_id
+from exactly_once.stores.postgres.ids import db_id
+from exactly_once.stores.postgres.store import PostgresStore
 from exactly_once.stores.records import Lock
 from tests.conftest import FakeClock
 from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows
@@ -90,10 +91,10 @@ def _acquired(store: PostgresStore, scope: str, key: str, lease_ms: int = 30_000
 def test_extend_refused_by_a_takeover_it_waited_for_reports_lease_lost(
     pg_store: PostgresStore, locker: psycopg.Connection[Any], scope: str, clock: FakeClock
 ) -> None:
-    """Fixed: `_FENCED_WRITE`'s fallback SELECT reads the statement's snapshot, not the row that
-    refused the UPDATE. A zombie's `extend` that waited for a takeover's commit sees its own
-    token, IN_PROGRESS, in that old snapshot, which is exactly what `extend` leaves, so it
-    reports OK: the zombie believes it still holds a key another holder owns."""
+    """Fixed: `statements.FENCED_WRITE`'s fallback SELECT reads the statement's snapshot, not
+    the row that refused the UPDATE. A zombie's `extend` that waited for a takeover's commit
+    sees its own token, IN_PROGRESS, in that old snapshot, which is exactly what `extend`
+    leaves, so it reports OK: the zombie believes it still holds a key another holder owns."""
     key = _key()
     zombie = _acquired(pg_store, scope, key, lease_ms=1_000)
     clock.advance(2)  # its lease ended; a takeover is under way
@@ -180,7 +181,7 @@ def test_an_acquire_refused_by_an_insert_committed_after_its_snapshot(
         "owner, lease_expires_at_ms, created_at_ms, updated_at_ms, expires_at_s, pending_at_ms) "
         "VALUES (%s, %s, 'IN_PROGRESS', 'first', %s, 1, 'first', %s, %s, %s, %s, %s)",
         (
-            _db_id(scope, key),
+            db_id(scope, key),
             scope,
             now_ms + 1,
             now_ms + 60_000,
@@ -318,7 +319,7 @@ def test_the_transaction_is_refused_once_the_outcome_is_recorded(
 def test_record_effect_works_for_a_key_with_a_nul_character(
     pg_store: PostgresStore, pg_dsn: str, scope: str
 ) -> None:
-    """Fixed (parity): the store keeps a key with NUL as its SHA-256 (`_db_id`), and queue keys
+    """Fixed (parity): the store keeps a key with NUL as its SHA-256 (`ids.db_id`), and queue keys
     may contain one (JSON "\\u0000"; storable_key keeps it). But `postgres/ledger.py` writes
     `ctx.key` as it is into `ledger.pk`, and PostgreSQL text cannot hold NUL: the effect can
     never be recorded, so the message fails on every delivery. On DynamoDB it works."""
@@ -391,7 +392,7 @@ def test_after_cleanup_deletes_the_row_the_fence_rises_and_the_zombie_rolls_back
     assert delete_expired(pg_dsn, now_s=clock()) >= 1
     with psycopg.connect(pg_dsn) as conn:
         gone = conn.execute(
-            "SELECT count(*) FROM exactly_once.records WHERE id = %s", (_db_id(scope, key),)
+            "SELECT count(*) FROM exactly_once.records WHERE id = %s", (db_id(scope, key),)
         ).fetchone()
     assert gone == (0,)
     successor = begin(scope, key, store=pg_store, lease_s=30)

@@ -688,7 +688,7 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         create_ledger_table(ddb, effects)
         return DynamoDBBackend(endpoint, ddb, table, effects)
     monkeypatch.setattr(
-        "exactly_once.stores.postgres.store.time",
+        "exactly_once.stores.postgres.base.time",
         SimpleNamespace(time=time.time, sleep=lambda _: None),
     )
     # An effect blocked behind a zombie's open transaction gives up sooner than in production;

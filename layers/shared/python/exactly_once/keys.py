@@ -19,7 +19,7 @@ def storable_key(key: str) -> str:
     it is, it would name K's record and be answered with K's result. Hashed, it can never equal
     another key's stored form (short of a SHA-256 collision). Apply it once, where a key enters
     (it is not idempotent: a stored `sha256:` key given again is hashed again). PostgreSQL
-    hashes a key with a NUL the same way (stores/postgres/store.py `db_key`)."""
+    hashes a key with a NUL the same way (stores/postgres/ids.py `db_key`)."""
     try:
         fits = len(key.encode("utf-8")) <= MAX_KEY_BYTES
     except UnicodeEncodeError:  # a lone surrogate (valid JSON) cannot be stored as a string

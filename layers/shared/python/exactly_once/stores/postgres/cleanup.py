@@ -5,7 +5,7 @@ Batches keep each transaction short and `SKIP LOCKED` keeps it off rows a holder
 A row is deleted only when its lease has ended too: the TTL always outlives the lease, so this
 is belt and braces. Both are judged by the server's clock, as the store judges them (clock.py).
 Deleting cannot reset a fence: the next acquire's fence starts above the clock in milliseconds
-(see postgres/store.py).
+(postgres/statements.py `ACQUIRE`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import uuid
 from typing import Any, Protocol
 
 from exactly_once.stores.codec import sanitise
-from exactly_once.stores.postgres.store import db_key
+from exactly_once.stores.postgres.ids import db_key
 
 
 class LockedContext(Protocol):

@@ -30,7 +30,7 @@ def lent_settings() -> dict[str, int]:
     """The settings of the connections lent to holders (`ctx.transaction`): the same, but no
     statement_timeout. The store's bound is for its own statements; a holder's business
     statements run under the database's own setting, and the completion sets the store's for
-    itself (`SET LOCAL`, store._COMPLETE_AND_COMMIT). A frozen holder's idle transaction is
+    itself (`SET LOCAL`, statements.COMPLETE_AND_COMMIT). A frozen holder's idle transaction is
     still ended after idle_in_transaction_session_timeout."""
     return {k: v for k, v in session_settings().items() if k != "statement_timeout"}
 
