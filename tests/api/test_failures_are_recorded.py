@@ -67,7 +67,7 @@ def test_an_error_after_the_handler_returned_leaves_the_key_retryable(
 ) -> None:
     """Whatever fails between the handler's return and completion (here, measuring the
     response for the cap) is a recorded, retryable failure, not a key locked for the lease."""
-    from exactly_once.http import api as http_api
+    from exactly_once.http import locked_run
     from exactly_once.http import response as http_response
 
     runs: list[int] = []
@@ -80,7 +80,7 @@ def test_an_error_after_the_handler_returned_leaves_the_key_retryable(
             raise RuntimeError("measuring failed")
         return measured(stored)
 
-    monkeypatch.setattr(http_api, "encoded_size", breaks_once)
+    monkeypatch.setattr(locked_run, "encoded_size", breaks_once)
 
     @idempotent_api(
         table_name=idempotency_table, scope=f"rv-{uuid.uuid4().hex[:8]}", dynamodb_client=ddb

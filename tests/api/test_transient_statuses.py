@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from exactly_once import HttpRequest, RequestContext, Status
-from exactly_once.http.api import ApiOutcome
+from exactly_once.http.results import ApiOutcome
 from exactly_once.stores.protocol import Store
 from tests.api.conftest import MakeApi
 

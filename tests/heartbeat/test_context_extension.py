@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
+from exactly_once.claims import Claim, ClaimStatus, claim
 from exactly_once.context import LockedContext
-from exactly_once.once_lock import Claim, ClaimStatus, claim
 from exactly_once.sqs.context import RecordContext
 from exactly_once.stores.protocol import Store
 from tests.waiting import wait_until

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from exactly_once.once_lock import Claim, claim
+from exactly_once.claims import Claim, claim
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.records import StoredRecord
 from exactly_once.stores.schema import Status

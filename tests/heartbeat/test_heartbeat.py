@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from exactly_once import heartbeat, lifecycle
+from exactly_once.claims import Claim, ClaimStatus, claim
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import ConfigurationError
 from exactly_once.lease import DEFAULT_HEARTBEAT_MS, LeasePolicy, heartbeat_ms_from_env
-from exactly_once.once_lock import Claim, ClaimStatus, begin, claim
+from exactly_once.once_lock import begin
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.schema import Status
 from tests.waiting import wait_until

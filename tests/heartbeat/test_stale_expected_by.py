@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from exactly_once.once_lock import ClaimStatus, claim
+from exactly_once.claims import ClaimStatus, claim
 from exactly_once.stores.protocol import Store
 from tests.waiting import wait_until
 

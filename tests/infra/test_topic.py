@@ -454,7 +454,7 @@ class TestUnfinishedWork:
         carry exactly the names, namespace and dimension set the alarm reads. CloudWatch
         matches a metric on its whole dimension set: one dimension more (Powertools adds
         `service` from POWERTOOLS_SERVICE_NAME) and the alarm never sees a datapoint."""
-        from exactly_once import observability, once_lock
+        from exactly_once import held_lock, observability
 
         variables = default_synth.props("AWS::Lambda::Function", prefix)["Environment"]["Variables"]
         for name, value in variables.items():
@@ -466,7 +466,7 @@ class TestUnfinishedWork:
         alarm = unfinished_alarms(default_synth)[scope]
         wanted = {m["Id"]: m["MetricStat"]["Metric"] for m in alarm["Metrics"] if "MetricStat" in m}
         capsys.readouterr()
-        for metric_id, name in (("started", once_lock.STARTED), ("finished", once_lock.FINISHED)):
+        for metric_id, name in (("started", held_lock.STARTED), ("finished", held_lock.FINISHED)):
             observability.count_lock_event(name, scope)
             emitted = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
             (directive,) = emitted["_aws"]["CloudWatchMetrics"]

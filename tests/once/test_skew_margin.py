@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from exactly_once import IdempotencyStore
-from exactly_once.once_lock import ClaimStatus, begin
+from exactly_once.claims import ClaimStatus
+from exactly_once.once_lock import begin
 from exactly_once.stores.dynamodb import clock_skew
 
 if TYPE_CHECKING:

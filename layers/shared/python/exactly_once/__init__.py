@@ -4,11 +4,12 @@ any section of code (`once`).
 
 Every entry point runs on one state machine, the general-purpose lock (`once`, `begin`,
 `claim`): the queue consumer, the SNS subscriber and the HTTP API take their keys through it.
-The folders say where things are: the lock and its lease at the top (`once_lock`, `lease`,
-`heartbeat`, `effects`, `ledger`), the stores in `stores/` (the protocol, `dynamodb/`,
-`postgres/`, the codec and the record shapes), and one room per entry point: `sqs/`, `sns/`,
-`http/`. The SNS and HTTP names load on first use, and the PostgreSQL store only when a DSN
-selects it, so a queue consumer's cold start never imports them.
+The folders say where things are: the lock and its lease at the top (`once_lock`, `claims`,
+`held_lock`, `once_block`, `lease`, `heartbeat`, `effects`, `ledger`), the stores in `stores/`
+(the protocol, `dynamodb/`, `postgres/`, the codec and the record shapes), and one room per
+entry point: `sqs/`, `sns/`, `http/`. The SNS and HTTP names load on first use, and the
+PostgreSQL store only when a DSN selects it, so a queue consumer's cold start never imports
+them.
 """
 
 from __future__ import annotations
@@ -17,20 +18,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import lifecycle
+from exactly_once.claims import Claim, ClaimStatus, NotAcquired, claim
 from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, ConfigurationError, LockInherited, PermanentError
+from exactly_once.held_lock import OnceLock
 from exactly_once.lease import LeasePolicy
-from exactly_once.once_lock import (
-    Claim,
-    ClaimStatus,
-    NotAcquired,
-    OnceBlock,
-    OnceLock,
-    begin,
-    claim,
-    once,
-)
+from exactly_once.once_block import OnceBlock
+from exactly_once.once_lock import begin, once
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.consumer import SqsConsumer, sqs_consumer
 from exactly_once.sqs.context import RecordContext

@@ -1,7 +1,8 @@
 """One SQS record through the idempotency state machine.
 
 Every path ends in a RecordResult: succeeded, reported as failed (SQS redelivers it), or sent
-to the DLQ with its reason. Nothing here raises to the batch.
+to the DLQ with its reason. Nothing here raises to the batch. What the record is (its body,
+key and fingerprint) is read by identity.py; the state machine it runs on is claims.py's.
 """
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, lifecycle, observability
+from exactly_once.claims import ClaimStatus, claim
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import CommitFailed, PermanentError, UnusableInput
+from exactly_once.errors import CommitFailed, PermanentError
+from exactly_once.held_lock import OnceLock
 from exactly_once.lease import owner, remaining_ms
-from exactly_once.once_lock import ClaimStatus, OnceLock, claim
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.context import RecordContext
 from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
-from exactly_once.sqs.envelopes import NotAnEnvelope, unwrap
-from exactly_once.sqs.keys import KeySpec, resolve_key
-from exactly_once.sqs.messages import NonJsonBody, SqsMessage, parse_body, queue_url_from_arn
-from exactly_once.stores.codec import fingerprint
+from exactly_once.sqs.identity import identify
+from exactly_once.sqs.keys import KeySpec
+from exactly_once.sqs.messages import SqsMessage, queue_url_from_arn
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.records import ErrorInfo, StoredRecord
 
@@ -82,13 +83,13 @@ class RecordProcessor:
             return None
 
     def _identity(self, message: SqsMessage) -> tuple[Any, str, str | None]:
-        """`_identify` once per message (the outcome or the failure): the batch asks for the key
+        """`identify` once per message (the outcome or the failure): the batch asks for the key
         to order chains, then the record's run asks again."""
         memo = ("identity", id(self))  # another processor's settings may read it differently
         found = message.derived.get(memo)
         if found is None:
             try:
-                found = self._identify(message)
+                found = identify(message, self.key, self.config)
             except BaseException as exc:
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -97,49 +98,6 @@ class RecordProcessor:
         if isinstance(found, BaseException):
             raise found
         return found
-
-    def _identify(self, message: SqsMessage) -> tuple[Any, str, str | None]:
-        """Body, key and fingerprint. Every failure here comes from the input: permanent.
-
-        Valid JSON can still break code (deep nesting, lone surrogates, a key function that
-        raises); retrying cannot change the input, so such a record goes to the DLQ at once.
-        """
-        try:
-            source, body = self._source(message)
-            key = resolve_key(self.key, source, body)
-            fp = (
-                fingerprint(body, self.config.fingerprint_fields)
-                if self.config.fingerprint
-                else None
-            )
-        except PermanentError:
-            raise
-        except Exception as exc:
-            raise UnusableInput(f"{type(exc).__name__}: {exc}") from exc
-        return body, key, fp
-
-    def _source(self, message: SqsMessage) -> tuple[SqsMessage, Any]:
-        """The message the key and body come from, and the body: the SNS notification inside
-        the body when it is an envelope (SNS -> SQS without raw delivery), else the message.
-        Unwrapped, a key of None is the SNS MessageId: the same for every delivery of one
-        published message, where each copy in the queue has its own SQS messageId."""
-        mode = self.config.sns_envelope
-        if mode == "off":
-            return message, parse_body(message, self.config.raw_body)
-        try:
-            outer = parse_body(message, False)
-        except NonJsonBody:
-            if mode == "on":
-                raise NotAnEnvelope("SNS_ENVELOPE=on, and the body is not JSON") from None
-            if not self.config.raw_body or message.body is None:
-                raise  # not JSON and not accepted raw, or no body at all
-            return message, message.body  # a raw body, as it is
-        inner = unwrap(message, outer)
-        if inner is not None:
-            return inner, parse_body(inner, self.config.raw_body)
-        if mode == "on":
-            raise NotAnEnvelope("SNS_ENVELOPE=on, and the body is not an SNS notification")
-        return message, (message.body if self.config.raw_body else outer)
 
     def deferred(self, message: SqsMessage, reason: str) -> RecordResult:
         return RecordResult(message.message_id, Outcome.DEFERRED, True, reason=reason)
