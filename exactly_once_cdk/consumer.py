@@ -8,7 +8,7 @@ batch responses, a DLQ with a redrive allow policy); every default is a keyword,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -233,6 +233,9 @@ class IdempotentConsumer(Construct):
         )
         self.function = built.function
         self.role = built.role
+        cast(lambda_.CfnFunction, self.function.node.default_child).add_metadata(
+            names.ENTRY_POINT_METADATA, {"kind": names.KIND_CONSUMER, "id": construct_id}
+        )
         self._grant_queues()
 
         self.event_source_mapping = lambda_.EventSourceMapping(

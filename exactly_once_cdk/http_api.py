@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jsii
 from aws_cdk import CfnOutput, Duration, Stack
@@ -179,6 +179,13 @@ class IdempotentHttpApi(Construct):
         )
         self.function = built.function
         self.role = built.role
+        # Without API Gateway the template has no routes: the metadata lists them instead.
+        metadata: dict[str, Any] = {"kind": names.KIND_API, "id": construct_id}
+        if not create_api:
+            metadata["routes"] = [f"{method} {path}" for method, path in self.route_specs]
+        cast(lambda_.CfnFunction, self.function.node.default_child).add_metadata(
+            names.ENTRY_POINT_METADATA, metadata
+        )
 
         self.api: apigwv2.HttpApi | None = None
         self.stage: apigwv2.HttpStage | None = None

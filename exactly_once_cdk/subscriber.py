@@ -16,7 +16,7 @@ its own shape:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import jsii
 from aws_cdk import Acknowledgment, CfnOutput, Duration, RemovalPolicy, Stack, Validations
@@ -212,6 +212,13 @@ class IdempotentSubscriber(Construct):
                     filter_policy=dict(filter_policy) if filter_policy else None,
                 )
             )
+        # Without its subscription the template does not say which topic: the metadata does.
+        metadata: dict[str, Any] = {"kind": names.KIND_SUBSCRIBER, "id": construct_id}
+        if not subscribe:
+            metadata["topic"] = topic.topic_arn
+        cast(lambda_.CfnFunction, self.function.node.default_child).add_metadata(
+            names.ENTRY_POINT_METADATA, metadata
+        )
         self.alarms = self._alarms(alarm_topic, dead_letter_age_alarm)
         if outputs:
             self._outputs(stack)

@@ -73,6 +73,9 @@ class IdempotentTopic(Construct):
                 "master_key": self.key,  # the key `grant_publish` grants
             },
         )
+        cast(sns.CfnTopic, self.topic.node.default_child).add_metadata(
+            names.ENTRY_POINT_METADATA, {"kind": names.KIND_TOPIC, "id": construct_id}
+        )
         self._inline: list[sns.CfnTopic.SubscriptionProperty] = []
         self.subscriptions: list[sns.Subscription] = []
         self.alarms = [

@@ -30,7 +30,6 @@ from exactly_once_cli.self_test import apply_lock_off
 from exactly_once_cli.store_target import LocalStore, StoreOption
 from exactly_once_cli.up import print_started, state_paths
 from exactly_once_ops.local_state import AlreadyUp, StateLock
-from infra.topics import by_id as topic_by_id
 from local_aws.api_workload import ApiReport, ApiWorkload, describe, run_api_workload
 from local_aws.demo import Workload, dead_letter_reasons
 from local_aws.demo_report import DemoReport, build_report
@@ -95,7 +94,7 @@ def run_topic(
     Runs before the queue workload and alone, so the DLQs' and the counters' changes over it
     are the topic's own (the orders consumer serves both).
     """
-    spec = topic_by_id(TOPIC)
+    spec = stack.app.topic(TOPIC)
     receivers = topic_receivers(spec, delivery.bindings, poller.bindings, stack.outputs)
     started = time.monotonic()
     consumed, delivered = poller.totals_by_consumer(), delivery.totals_by_subscriber()

@@ -29,7 +29,7 @@ from local_aws.store_environment import apply_function_environment
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
 
-    from infra.apis import ApiSpec
+    from local_aws.deployed_app import DeployedApp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,23 +47,22 @@ class ApiBinding:
     routes: tuple[tuple[str, str], ...]
 
 
-def discover_api_bindings(
-    lambda_client: LambdaClient, outputs: dict[str, str], apis: tuple[ApiSpec, ...]
-) -> list[ApiBinding]:
-    """Each API's deployed function, found through `<Api>FunctionName`: environment, timeout."""
+def discover_api_bindings(lambda_client: LambdaClient, app: DeployedApp) -> list[ApiBinding]:
+    """Each API's deployed function (the stack's resource) and its routes (the template's):
+    environment, timeout."""
     bindings = []
-    for spec in apis:
-        name = outputs[f"{spec.id}FunctionName"]
+    for api in app.apis:
+        name = app.physical_id(api.function.logical_id)
         config = lambda_client.get_function_configuration(FunctionName=name)
         bindings.append(
             ApiBinding(
-                api=spec.id,
+                api=api.id,
                 function_name=name,
-                source_dir=str(spec.source_path),
-                handler=config.get("Handler", spec.handler),
+                source_dir=str(api.function.source_dir),
+                handler=config.get("Handler", api.function.handler),
                 environment=dict(config.get("Environment", {}).get("Variables", {})),
                 timeout_s=int(config.get("Timeout", 29)),
-                routes=spec.routes,
+                routes=api.routes,
             )
         )
     return bindings

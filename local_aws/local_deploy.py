@@ -1,4 +1,5 @@
-"""Deploy the CDK app into a local endpoint (moto) with the pinned CDK CLI; return its outputs.
+"""Deploy the CDK app into a local endpoint (moto) with the pinned CDK CLI; return the stack's
+name, outputs and cloud assembly (which `local_aws.deployed_app` reads).
 
 Used by the infra smoke test and by `make run`. The app is synthesized with `localStack=true`:
 no bootstrap stack (the CLI's own credentials upload assets to a bucket created here), no
@@ -11,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,21 +61,42 @@ def ensure_assets_bucket(endpoint_url: str) -> None:
         s3.create_bucket(Bucket=ASSETS_BUCKET)
 
 
+@dataclass
+class Deployment:
+    """A deployed stack: its name, its outputs, and the cloud assembly it was deployed from.
+
+    The assembly holds the staged code of every function (what the local stack runs), so it
+    lives as long as the deployment is used; `remove` deletes the temporary folder `deploy`
+    made for it (an `outdir` the caller gave is the caller's to keep).
+    """
+
+    stack_name: str
+    outputs: dict[str, str]
+    assembly_dir: Path
+    temporary: Path | None = None
+
+    def remove(self) -> None:
+        if self.temporary is not None:
+            shutil.rmtree(self.temporary, ignore_errors=True)
+            self.temporary = None
+
+
 def deploy(
     endpoint_url: str,
     context: Mapping[str, Any] | None = None,
     *,
     outdir: Path | None = None,
     timeout_s: float = 600,
-) -> dict[str, str]:
-    """Deploy (or update) the stack at `endpoint_url` and return its outputs by name.
+) -> Deployment:
+    """Deploy (or update) the app's stack at `endpoint_url`; its name, outputs and assembly.
 
-    `context` adds to cdk.json's context (for example `{"stackName": "Test"}`); `localStack`
-    is always true here.
+    `context` adds to cdk.json's context (for example `{"stackName": "Test"}`, which also
+    picks the stack to deploy); without a `stackName` the app must have one stack, and its
+    name is learnt from the deployment. `localStack` is always true here.
     """
     ensure_assets_bucket(endpoint_url)
     merged = {**(context or {}), "localStack": True}
-    stack_name = str(merged.get("stackName", "ExactlyOnceSqs"))
+    wanted = merged.get("stackName")
     env = {
         **os.environ,
         **aws_env(endpoint_url),
@@ -84,20 +108,21 @@ def deploy(
     BUILD_DIR.mkdir(exist_ok=True)
     # A cloud assembly folder of its own, so concurrent local deploys (tests, `make run`) never
     # meet the CLI's lock on a shared output folder.
-    with tempfile.TemporaryDirectory(prefix="cdk.out.local-", dir=BUILD_DIR) as tmp:
-        outputs_file = Path(tmp) / "outputs.json"
-        outdir = outdir or Path(tmp) / "assembly"
+    tmp = Path(tempfile.mkdtemp(prefix="cdk.out.local-", dir=BUILD_DIR))
+    try:
+        outputs_file = tmp / "outputs.json"
+        assembly = outdir or tmp / "assembly"
         cmd = [
             str(CDK),
             "deploy",
-            stack_name,
+            *([str(wanted)] if wanted else ["--all"]),
             "--require-approval=never",
             "--method=direct",
             "--progress=errors-only",
             "--no-notices",
             "--no-color",
             "--ci",
-            f"--output={outdir}",
+            f"--output={assembly}",
             f"--outputs-file={outputs_file}",
             *_context_args(merged),
         ]
@@ -106,7 +131,24 @@ def deploy(
             tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
             raise DeployError(f"cdk deploy failed ({result.returncode}):\n{tail}")
         outputs: dict[str, dict[str, str]] = json.loads(outputs_file.read_text())
-    return dict(outputs[stack_name])
+        names = [str(wanted)] if wanted in outputs else sorted(outputs)
+        if len(names) != 1:
+            raise DeployError(
+                f"the app deployed {len(names)} stacks ({', '.join(names)}): the local stack "
+                "runs one; pick it with the stackName context"
+            )
+        deployment = Deployment(
+            stack_name=names[0],
+            outputs=dict(outputs.get(names[0], {})),
+            assembly_dir=assembly,
+            temporary=tmp,
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if outdir is not None:  # the caller's folder holds the assembly: nothing here is needed
+        deployment.remove()
+    return deployment
 
 
 def run_in_own_group(
@@ -140,7 +182,9 @@ def main() -> None:
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m local_aws.local_deploy ENDPOINT_URL [key=value ...]")
     context = dict(arg.split("=", 1) for arg in sys.argv[2:])
-    print(json.dumps(deploy(sys.argv[1], context), indent=2))
+    deployment = deploy(sys.argv[1], context)
+    deployment.remove()
+    print(json.dumps(deployment.outputs, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The embedded local AWS: moto for SQS/SNS/CloudFormation/Lambda metadata, DynamoDB Local for
 tables, and (`postgres=`) a PostgreSQL server for the idempotency store.
 
-The CDK app is deployed into moto as it would be into an account. The stack's tables are then
+The CDK app is deployed into moto as it would be into an account, and what runs locally is
+read from that deployment (`local_aws.deployed_app`: the assembly's template and the stack's
+resources), never from this repository's own registries. The stack's tables are then
 mirrored into DynamoDB Local and every consumer's DynamoDB calls go there, because moto's
 conditional writes are not atomic under concurrency and exactly-once depends on them. With a
 PostgreSQL store, every function's bindings select it (`IDEMPOTENCY_DSN` instead of the table,
@@ -17,15 +19,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import boto3
 
 from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT
-from infra.apis import APIS
-from infra.consumers import CONSUMERS, ConsumerSpec
-from infra.settings import DEFAULT_STACK_NAME
-from infra.topics import TOPICS
 from local_aws.api_server import ApiBinding, discover_api_bindings
 from local_aws.demo import DynamoLedger, LedgerReader
+from local_aws.deployed_app import DeployedApp, read_assembly
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.lifecycle import Lifecycle
-from local_aws.local_deploy import deploy
+from local_aws.local_deploy import Deployment, deploy
 from local_aws.local_postgres import LocalPostgres
 from local_aws.moto_server import REGION, MotoServer, aws_env
 from local_aws.pg_ledger import PostgresLedger
@@ -77,6 +76,8 @@ class LocalStack(Lifecycle):
     dynamodb: DynamoDBLocal = field(default_factory=DynamoDBLocal)
     postgres: LocalPostgres | None = None  # the idempotency store when set, else the table
     outputs: dict[str, str] = field(default_factory=dict)
+    deployment: Deployment | None = field(default=None, repr=False)
+    _app: DeployedApp | None = field(default=None, repr=False)
     _subscribers: list[SubscriberBinding] | None = field(default=None, repr=False)
 
     def start(self) -> LocalStack:
@@ -86,7 +87,11 @@ class LocalStack(Lifecycle):
             # The tables live in DynamoDB Local, not in moto: the stack says where, so a CLI
             # reading its outputs never answers from moto's empty copies.
             context = {LOCAL_DYNAMODB_CONTEXT: self.dynamodb.endpoint, **self.context}
-            self.outputs = deploy(self.moto.endpoint, {**LOCAL_CONTEXT, **context})
+            self.deployment = deploy(self.moto.endpoint, {**LOCAL_CONTEXT, **context})
+            self.outputs = dict(self.deployment.outputs)
+            self._app = read_assembly(
+                self.deployment.assembly_dir, self.deployment.stack_name
+            ).bind(self.client("cloudformation"))
             for name in (self.outputs["IdempotencyTableName"], self.outputs["LedgerTableName"]):
                 mirror_table(self.client("dynamodb", via_moto=True), self.client("dynamodb"), name)
             if self.postgres is not None:
@@ -101,6 +106,8 @@ class LocalStack(Lifecycle):
             self.postgres.stop()
         self.dynamodb.stop()
         self.moto.stop()
+        if self.deployment is not None:  # the functions' code: gone once nothing runs it
+            self.deployment.remove()
 
     @property
     def store(self) -> str:
@@ -121,8 +128,16 @@ class LocalStack(Lifecycle):
         return [replace(b, environment=on_postgres(b.environment, dsn)) for b in bindings]
 
     @property
+    def app(self) -> DeployedApp:
+        """What the deployed stack runs: its consumers, APIs, topics and subscribers."""
+        if self._app is None:
+            raise RuntimeError("the local stack is not started: nothing is deployed yet")
+        return self._app
+
+    @property
     def stack_name(self) -> str:
-        return str(self.context.get("stackName", DEFAULT_STACK_NAME))
+        """The deployed stack's name (the `stackName` context's, or the app's own)."""
+        return self.app.stack_name
 
     @property
     def aws_environment(self) -> dict[str, str]:
@@ -148,11 +163,11 @@ class LocalStack(Lifecycle):
         return self.client("dynamodb")  # type: ignore[no-any-return]
 
     def bindings(self) -> list[FunctionBinding]:
-        found = discover_bindings(self.client("lambda"), self.sqs(), self.outputs, CONSUMERS)
+        found = discover_bindings(self.client("lambda"), self.sqs(), self.app)
         return self._on_store(found)
 
     def api_bindings(self) -> list[ApiBinding]:
-        return self._on_store(discover_api_bindings(self.client("lambda"), self.outputs, APIS))
+        return self._on_store(discover_api_bindings(self.client("lambda"), self.app))
 
     def subscriber_bindings(self, retry: RetryPolicy | None = None) -> list[SubscriberBinding]:
         """The topics' direct subscribers, each with a tap queue subscribed in its place (on
@@ -163,8 +178,7 @@ class LocalStack(Lifecycle):
                 self.client("lambda"),
                 self.client("sns"),
                 self.sqs(),
-                self.outputs,
-                TOPICS,
+                self.app,
                 stack=self.stack_name,
                 retry=retry or RetryPolicy.from_environment(),
             )
@@ -173,15 +187,12 @@ class LocalStack(Lifecycle):
 
 
 def discover_bindings(
-    lambda_client: LambdaClient,
-    sqs: SQSClient,
-    outputs: dict[str, str],
-    consumers: tuple[ConsumerSpec, ...],
+    lambda_client: LambdaClient, sqs: SQSClient, app: DeployedApp
 ) -> list[FunctionBinding]:
     """Read each consumer's deployed function and mapping: environment, timeout, batching."""
     bindings = []
-    for spec in consumers:
-        name = outputs[f"{spec.id}FunctionName"]
+    for consumer in app.consumers:
+        name = app.physical_id(consumer.function.logical_id)
         config = lambda_client.get_function_configuration(FunctionName=name)
         mappings = lambda_client.list_event_source_mappings(FunctionName=name)[
             "EventSourceMappings"
@@ -189,12 +200,12 @@ def discover_bindings(
         if len(mappings) != 1:
             raise RuntimeError(f"{name} has {len(mappings)} event source mappings, expected 1")
         mapping = mappings[0]
-        queue_url = outputs[f"{spec.id}QueueUrl"]
+        queue_url = app.physical_id(consumer.queue)
         bindings.append(
             FunctionBinding(
                 function_name=name,
-                source_dir=str(spec.source_path),
-                handler=config.get("Handler", spec.handler),
+                source_dir=str(consumer.function.source_dir),
+                handler=config.get("Handler", consumer.function.handler),
                 environment=dict(config.get("Environment", {}).get("Variables", {})),
                 timeout_s=int(config.get("Timeout", 30)),
                 queue_url=queue_url,
@@ -204,7 +215,7 @@ def discover_bindings(
                 ]["QueueArn"],
                 batch_size=int(mapping.get("BatchSize", 10)),
                 batching_window_s=int(mapping.get("MaximumBatchingWindowInSeconds", 0)),
-                consumer=spec.id,
+                consumer=consumer.id,
             )
         )
     return bindings

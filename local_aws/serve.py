@@ -30,7 +30,6 @@ from exactly_once_ops.local_state import (
     UpStats,
     utc_now,
 )
-from exactly_once_ops.targets import DEFAULT_STACK
 from local_aws.api_server import ApiServer
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
@@ -106,15 +105,19 @@ def long_lived_postgres(paths: StatePaths) -> LocalPostgres:
 
 
 def start(
-    paths: StatePaths, stack_name: str, workers: int, running: ExitStack, store: str = "dynamodb"
+    paths: StatePaths,
+    stack_name: str | None,
+    workers: int,
+    running: ExitStack,
+    store: str = "dynamodb",
 ) -> tuple[LocalStack, Poller, SnsDelivery, dict[str, Path]]:
     """Deploy, start polling and delivering; `running` stops them, in reverse order, however
-    it ends."""
+    it ends. `stack_name` None deploys the app's one stack under the name the app gives it."""
     started = time.monotonic()
     servers = (
         "moto, DynamoDB Local and PostgreSQL" if store == "postgres" else "moto and DynamoDB Local"
     )
-    _log(f"pid {os.getpid()}: starting {servers}, deploying {stack_name}")
+    _log(f"pid {os.getpid()}: starting {servers}, deploying {stack_name or 'the app'}")
     logs = {
         "serve": paths.serve_log,
         "functions": paths.function_logs,
@@ -123,7 +126,9 @@ def start(
     moto = MotoServer(log_path=logs["moto"])
     postgres = long_lived_postgres(paths) if store == "postgres" else None
     stack = running.enter_context(
-        LocalStack(context={"stackName": stack_name}, moto=moto, postgres=postgres)
+        LocalStack(
+            context={"stackName": stack_name} if stack_name else {}, moto=moto, postgres=postgres
+        )
     )
     _log(
         f"deployed in {time.monotonic() - started:.1f}s: moto at {stack.moto.endpoint}, "
@@ -183,7 +188,9 @@ def start_apis(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local_aws.serve", description=__doc__)
     parser.add_argument("--state-dir", required=True, help="folder for up.json, stats and logs")
-    parser.add_argument("--stack", default=DEFAULT_STACK, help="CloudFormation stack name")
+    parser.add_argument(
+        "--stack", default=None, help="CloudFormation stack name (default: the app's own)"
+    )
     parser.add_argument(
         "--workers", type=int, default=2, help="poller (and SNS delivery) processes per function"
     )

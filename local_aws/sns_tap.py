@@ -1,13 +1,14 @@
 """Tap queues: how the local stack receives a topic's messages for a directly subscribed Lambda.
 
 On AWS, SNS invokes a subscribed function itself. moto cannot run the function (it would try
-Docker on every publish), so for each subscriber of `infra/topics.py` the local stack:
+Docker on every publish), so for each subscriber of the deployed app (`local_aws.deployed_app`)
+the local stack:
 
 - reads the deployed function from moto: environment, timeout, handler, its asynchronous
-  retry count (`MaximumRetryAttempts`, else the registry's) and where an event goes after its
-  last retry: the on-failure destination, else the function's `DeadLetterConfig`, else the
-  `<Subscriber>DeadLetterQueueUrl` output, which `IdempotentSubscriber` makes its on-failure
-  destination (moto's CloudFormation does not keep an EventInvokeConfig);
+  retry count (`MaximumRetryAttempts`, else the template's EventInvokeConfig's) and where an
+  event goes after its last retry: the on-failure destination, else the function's
+  `DeadLetterConfig`, else the template's on-failure destination (moto's CloudFormation does
+  not keep an EventInvokeConfig, so the template is where `IdempotentSubscriber`'s DLQ shows);
 - takes the function's Lambda subscription out of moto, keeping its ARN for the events;
 - subscribes a queue of its own to the topic in its place (RawMessageDelivery false, so each
   message arrives as the SNS envelope, MessageId and attributes included).
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from exactly_once_cdk.outputs import DEAD_LETTER_QUEUE_URL, FUNCTION_NAME, TOPIC_ARN
 from exactly_once_ops.sns_events import subscription_arn
 from local_aws.sns_delivery import (
     DEAD_LETTER_QUEUE,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sqs import SQSClient
 
-    from infra.topics import SubscriberSpec, TopicSpec
+    from local_aws.deployed_app import DeployedApp, Subscriber
 
 TAP_SUFFIX = "-sns-tap"
 
@@ -84,13 +84,6 @@ def subscribe_tap(sns: Any, sqs: SQSClient, topic_arn: str, queue_name: str) -> 
     return url
 
 
-def _output(outputs: Mapping[str, str], name: str, what: str) -> str:
-    value = outputs.get(name)
-    if not value:
-        raise RuntimeError(f"the stack has no {name} output ({what}, infra/topics.py)")
-    return value
-
-
 def invoke_config(lambda_client: LambdaClient, function_name: str) -> dict[str, Any]:
     """The function's asynchronous-invocation settings; empty when it has none."""
     try:
@@ -100,9 +93,13 @@ def invoke_config(lambda_client: LambdaClient, function_name: str) -> dict[str, 
 
 
 def failure_target(
-    sqs: SQSClient, config: Mapping[str, Any], async_config: Mapping[str, Any], fallback: str
+    sqs: SQSClient,
+    config: Mapping[str, Any],
+    async_config: Mapping[str, Any],
+    fallback: str | None,
 ) -> tuple[str, str]:
-    """(queue URL, format) for an event whose retries are exhausted."""
+    """(queue URL, format) for an event whose retries are exhausted; `fallback` is the
+    template's on-failure queue, for an emulator that kept no EventInvokeConfig."""
     destination = (
         async_config.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination", "")
     )
@@ -111,6 +108,11 @@ def failure_target(
     dlq_arn = config.get("DeadLetterConfig", {}).get("TargetArn", "")
     if dlq_arn.startswith("arn:aws:sqs:"):
         return queue_url_of_arn(sqs, dlq_arn), DEAD_LETTER_QUEUE
+    if fallback is None:
+        raise RuntimeError(
+            f"{config.get('FunctionName', 'the function')} has no on-failure destination or "
+            "dead-letter queue: an event whose retries run out would be lost"
+        )
     return fallback, ON_FAILURE_DESTINATION
 
 
@@ -118,37 +120,35 @@ def bind_subscriber(
     lambda_client: LambdaClient,
     sns: Any,
     sqs: SQSClient,
-    outputs: Mapping[str, str],
-    topic: TopicSpec,
-    spec: SubscriberSpec,
+    app: DeployedApp,
+    subscriber: Subscriber,
     *,
     stack: str,
     retry: RetryPolicy,
 ) -> SubscriberBinding:
     """Read one subscriber's deployed function, put the tap in its place, and bind the two."""
-    topic_arn = _output(outputs, f"{topic.id}{TOPIC_ARN}", f"topic {topic.id}")
-    name = _output(outputs, f"{spec.id}{FUNCTION_NAME}", f"subscriber {spec.id}")
+    topic = app.topic_of(subscriber)
+    topic_arn = app.physical_id(topic.logical_id)
+    name = app.physical_id(subscriber.function.logical_id)
     config: dict[str, Any] = dict(lambda_client.get_function_configuration(FunctionName=name))
     function_arn = config.get("FunctionArn", name)
     async_config = invoke_config(lambda_client, name)
+    destination = subscriber.failure_destination
     dlq_url, failure_format = failure_target(
-        sqs,
-        config,
-        async_config,
-        _output(outputs, f"{spec.id}{DEAD_LETTER_QUEUE_URL}", f"subscriber {spec.id}"),
+        sqs, config, async_config, None if destination is None else app.physical_id(destination)
     )
-    retries = int(async_config.get("MaximumRetryAttempts", spec.retry_attempts))
+    retries = int(async_config.get("MaximumRetryAttempts", subscriber.retry_attempts))
     subscription = take_over_lambda_subscription(sns, topic_arn, function_arn)
     return SubscriberBinding(
-        subscriber=spec.id,
+        subscriber=subscriber.id,
         function_name=name,
-        source_dir=str(spec.source_path),
-        handler=config.get("Handler", spec.handler),
+        source_dir=str(subscriber.function.source_dir),
+        handler=config.get("Handler", subscriber.function.handler),
         environment=dict(config.get("Environment", {}).get("Variables", {})),
         timeout_s=int(config.get("Timeout", 3)),
         topic_arn=topic_arn,
         subscription_arn=subscription or subscription_arn(topic_arn, function_arn),
-        tap_queue_url=subscribe_tap(sns, sqs, topic_arn, tap_queue_name(stack, spec.id)),
+        tap_queue_url=subscribe_tap(sns, sqs, topic_arn, tap_queue_name(stack, subscriber.id)),
         dead_letter_queue_url=dlq_url,
         retry=retry.with_retries(retries),
         topic=topic.id,
@@ -161,15 +161,13 @@ def discover_subscriber_bindings(
     lambda_client: LambdaClient,
     sns: Any,
     sqs: SQSClient,
-    outputs: Mapping[str, str],
-    topics: tuple[TopicSpec, ...],
+    app: DeployedApp,
     *,
     stack: str,
     retry: RetryPolicy,
 ) -> list[SubscriberBinding]:
     """Every direct subscriber of every topic, each with its tap subscribed."""
     return [
-        bind_subscriber(lambda_client, sns, sqs, outputs, topic, spec, stack=stack, retry=retry)
-        for topic in topics
-        for spec in topic.subscribers
+        bind_subscriber(lambda_client, sns, sqs, app, subscriber, stack=stack, retry=retry)
+        for subscriber in app.subscribers
     ]

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
 
-    from infra.topics import TopicSpec
+    from local_aws.deployed_app import Topic
     from local_aws.poller import FunctionBinding
     from local_aws.sns_delivery import SubscriberBinding
 
@@ -67,23 +67,23 @@ class Receiver:
 
 
 def topic_receivers(
-    topic: TopicSpec,
+    topic: Topic,
     subscribers: Sequence[SubscriberBinding],
     consumers: Sequence[FunctionBinding],
     outputs: Mapping[str, str],
 ) -> list[Receiver]:
-    """The topic's direct subscribers and subscribed queues, with the scope each runs under."""
-    scopes = {spec.id: spec.scope for spec in topic.subscribers}
+    """The topic's direct subscribers and subscribed queues (as the deployed stack wires
+    them), with the scope each runs under (its function's; else the constructs' default)."""
     receivers = [
         Receiver(
             name=b.label,
             kind="subscriber",
-            scope=b.environment.get("SUBSCRIBER_SCOPE") or scopes[b.subscriber],
+            scope=b.environment.get("SUBSCRIBER_SCOPE") or b.subscriber.lower(),
             delivery_url=b.tap_queue_url,
             dead_letter_url=b.dead_letter_queue_url,
         )
         for b in subscribers
-        if b.subscriber in scopes
+        if b.subscriber in topic.subscribers
     ]
     for binding in consumers:
         if binding.consumer in topic.queues:

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from exactly_once import ErrorInfo, IdempotencyStore
 from exactly_once_cli.app import app
-from infra.topics import by_id as topic_by_id
 from local_aws.api_server import ApiServer
 from local_aws.api_workload import ApiWorkload, run_api_workload, summary
 from local_aws.demo import Workload
@@ -35,6 +34,26 @@ ROOT = Path(__file__).resolve().parents[2]
 def stack() -> Iterator[LocalStack]:
     with LocalStack(context={"stackName": "E2e"}) as running:
         yield running
+
+
+def test_what_runs_is_read_from_the_deployment(stack: LocalStack) -> None:
+    """The functions, their code and wiring come from the deployed stack and its assembly
+    (local_aws.deployed_app), not from this repository's registries."""
+    assert stack.stack_name == "E2e"
+    assert stack.deployment is not None
+    assembly = stack.deployment.assembly_dir.resolve()
+    consumers, apis = stack.bindings(), stack.api_bindings()
+    assert [(b.consumer, b.queue_url) for b in consumers] == [
+        ("Orders", stack.outputs["OrdersQueueUrl"]),
+        ("Payments", stack.outputs["PaymentsQueueUrl"]),
+    ]
+    assert [(b.api, b.routes) for b in apis] == [("PaymentsApi", (("POST", "/payments"),))]
+    # the staged copies of the code the stack was deployed from
+    for source_dir in [b.source_dir for b in consumers] + [b.source_dir for b in apis]:
+        assert Path(source_dir).is_relative_to(assembly)
+        assert (Path(source_dir) / "handler.py").is_file()
+    sales = stack.app.topic("Sales")
+    assert (sales.queues, sales.subscribers) == (("Orders",), ("SalesCounter",))
 
 
 def run_queue_workload(
@@ -178,7 +197,7 @@ def test_the_topic_reaches_its_subscriber_and_the_orders_queue_exactly_once(
         ]
     ]
     assert sorted(protocols) == ["sqs", "sqs"]  # the orders queue and the tap
-    spec = topic_by_id("Sales")
+    spec = stack.app.topic("Sales")
     workload = TopicWorkload(sales=30, redeliveries=4, transient_ratio=0.1, work_ms=5, seed=5)
     env = stack.aws_environment
     with (
@@ -294,7 +313,7 @@ def test_with_the_lock_off_the_api_verdict_fails(stack: LocalStack, tmp_path: Pa
 
 def test_with_the_lock_off_the_topic_verdict_fails(stack: LocalStack, tmp_path: Path) -> None:
     subscribers = stack.subscriber_bindings()
-    spec = topic_by_id("Sales")
+    spec = stack.app.topic("Sales")
     workload = TopicWorkload(
         sales=12, redeliveries=3, poison=0, transient_ratio=0.0, work_ms=5, seed=9
     )

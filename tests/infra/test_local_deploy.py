@@ -46,11 +46,12 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     outdir = tmp_path_factory.mktemp("cdk-local")
     with MotoServer() as server:
         try:
-            outputs = deploy(server.endpoint, outdir=outdir)
+            deployment = deploy(server.endpoint, outdir=outdir)
         except Exception:
             print(server.log_tail())
             raise
-        yield Deployed(server, outputs, outdir)
+        assert deployment.stack_name == STACK  # no stackName context: the app's own name
+        yield Deployed(server, deployment.outputs, outdir)
 
 
 def test_stack_created_with_every_output(deployed: Deployed) -> None:
@@ -181,7 +182,7 @@ def test_the_subscriber_has_its_dead_letter_queue(deployed: Deployed) -> None:
 
 def test_redeploy_updates_in_place(deployed: Deployed) -> None:
     """`make run` deploys again into a running moto: updates must work, names must hold."""
-    outputs = deploy(deployed.server.endpoint, {"batchSize": 5}, outdir=deployed.outdir)
+    outputs = deploy(deployed.server.endpoint, {"batchSize": 5}, outdir=deployed.outdir).outputs
     (stack,) = deployed.client("cloudformation").describe_stacks(StackName=STACK)["Stacks"]
     assert stack["StackStatus"] == "UPDATE_COMPLETE"
     for key in ("OrdersQueueUrl", "PaymentsQueueUrl", "IdempotencyTableName", "SalesTopicArn"):

@@ -20,9 +20,10 @@ from typing import Any
 import boto3
 import pytest
 
+from exactly_once_cdk.outputs import KIND_SUBSCRIBER
 from exactly_once_ops.sns_events import parse_envelope
-from infra.topics import SubscriberSpec, TopicSpec
 from local_aws.demo import failure_reason
+from local_aws.deployed_app import DeployedApp, Function, Subscriber, Topic
 from local_aws.moto_server import REGION, MotoServer, aws_env
 from local_aws.sns_delivery import (
     DEAD_LETTER_QUEUE,
@@ -126,19 +127,22 @@ def test_published_messages_reach_the_function_through_its_tap(moto: Moto, tmp_p
     function_arn = create_function(moto, "sales-counter", env)
     lambda_sub = sns.subscribe(TopicArn=topic_arn, Protocol="lambda", Endpoint=function_arn)
 
-    spec = SubscriberSpec(id="SalesCounter", scope="sales", source_dir=str(source))
-    outputs = {
-        "SalesTopicArn": topic_arn,
-        "SalesCounterFunctionName": "sales-counter",
-        "SalesCounterDeadLetterQueueUrl": dlq,
-    }
+    # The deployed app as its template says it (local_aws.deployed_app), bound to moto's names.
+    function = Function("CounterFn", KIND_SUBSCRIBER, "handler.handle", source, {})
+    subscriber = Subscriber("SalesCounter", function, "SalesTopic", 2, "CounterDlq")
+    app = DeployedApp(
+        stack_name="Test",
+        assembly_dir=tmp_path,
+        subscribers=(subscriber,),
+        topics=(Topic("Sales", "SalesTopic", (), ("SalesCounter",)),),
+        physical_ids={"SalesTopic": topic_arn, "CounterFn": "sales-counter", "CounterDlq": dlq},
+    )
     binding = bind_subscriber(
         moto.client("lambda"),
         sns,
         sqs,
-        outputs,
-        TopicSpec(id="Sales", subscribers=(spec,)),
-        spec,
+        app,
+        subscriber,
         stack="Test",
         retry=RetryPolicy(delays_s=(0.1, 0.2)),
     )
@@ -180,7 +184,7 @@ def test_published_messages_reach_the_function_through_its_tap(moto: Moto, tmp_p
     dead = {failure_reason(m): m for m in messages(moto, dlq)}
     assert set(dead) == {"NonJsonMessage", "RetriesExhausted"}
     assert dead["NonJsonMessage"]["Body"] == "not JSON {"
-    # No EventInvokeConfig in moto: the subscriber's DLQ output, as its on-failure destination
+    # No EventInvokeConfig in moto: the template's on-failure destination (the subscriber's DLQ)
     record = json.loads(dead["RetriesExhausted"]["Body"])
     assert record["responsePayload"]["errorMessage"] == "cannot count o-2 yet"
     assert record["requestContext"]["requestId"] == attempts[0]
@@ -248,3 +252,5 @@ def test_the_failure_target_and_retries_come_from_the_deployed_function(moto: Mo
         ON_FAILURE_DESTINATION,
     )
     assert failure_target(sqs, {}, {}, "fallback") == ("fallback", ON_FAILURE_DESTINATION)
+    with pytest.raises(RuntimeError, match="no on-failure destination or dead-letter queue"):
+        failure_target(sqs, {"FunctionName": "lost"}, {}, None)
