@@ -12,11 +12,12 @@ local) to [Date - received, Date + 1 - sent]. The estimate is the intersection o
 seen; when a new one does not meet it (the clock was stepped) it starts again from that one.
 Only a skew that is certainly beyond the margin counts.
 
-What the store does with it (dynamodb/store.py): while this process's clock is certainly AHEAD of
-DynamoDB's by more than the lease margin, it refuses to take over an IN_PROGRESS record whose
-lease looks expired (or blocks it for a person): the record is reported in progress and is
-left to a process whose clock is right, or to this one once its clock is. A warning is logged
-once each time the skew goes beyond the margin. A clock BEHIND by as much is warned about too:
+What the store does with it (request.py's takeover condition, acquisition.py's reading of a
+refusal): while this process's clock is certainly AHEAD of DynamoDB's by more than the lease
+margin, it refuses to take over an IN_PROGRESS record whose lease looks expired (or blocks it
+for a person): the record is reported in progress and is left to a process whose clock is
+right, or to this one once its clock is. A warning is logged once each time the skew goes
+beyond the margin. A clock BEHIND by as much is warned about too:
 its own leases end early for the others, which fencing covers (its late completion is refused).
 The process's wall clock (time.time) is what is measured; a store given a clock of its own
 (tests) is judged by the same estimate.
