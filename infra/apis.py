@@ -1,8 +1,8 @@
 """The registry of idempotent HTTP APIs: one entry per API Gateway HTTP API + Lambda function.
 
-Plain data, no CDK imports: the stack builds one `IdempotentHttpApi` per entry, and the local
-HTTP gateway imports the same list to know the routes and to map deployed functions back to
-their local code.
+Plain data, no CDK imports: the stack builds one `IdempotentHttpApi` per entry, and
+`eonce invoke` finds a function's code folder here. The local stack never reads it: it learns
+the APIs and their routes from the deployed template (local_aws/deployed_app.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The registry of idempotent SQS consumers: one entry per queue + Lambda function.
 
-Plain data, no CDK imports: the stack builds one `IdempotentConsumer` per entry, and the local
-poller imports the same list to map deployed functions back to their local code.
+Plain data, no CDK imports: the stack builds one `IdempotentConsumer` per entry, and
+`eonce invoke` finds a function's code folder here. The local stack never reads it: it learns
+the consumers from the deployed template (local_aws/deployed_app.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The registry of SNS topics: one entry per topic, with its queue and direct subscribers.
 
 Plain data, no CDK imports: the stack builds one `IdempotentTopic` per entry (and an
-`IdempotentSubscriber` per direct subscriber), and the local stack imports the same list to
-deliver topic messages to the subscribers' local code.
+`IdempotentSubscriber` per direct subscriber). The local stack never reads it: it learns the
+topics and subscribers from the deployed template (local_aws/deployed_app.py).
 """
 
 from __future__ import annotations

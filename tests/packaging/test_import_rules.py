@@ -69,9 +69,7 @@ def room_violations(graph: dict[str, set[str]]) -> list[str]:
                 found.append(f"{module} -> {target} (the façade)")
             elif theirs == "core" and mine == "stores" and target not in FOUNDATION:
                 found.append(f"{module} -> {target} (the lock)")
-            elif theirs not in MAY_IMPORT[mine] and not (
-                theirs == "core" and target in FOUNDATION
-            ):
+            elif theirs not in MAY_IMPORT[mine] and not (theirs == "core" and target in FOUNDATION):
                 found.append(f"{module} -> {target}")
     return found
 
