@@ -12,7 +12,10 @@ the metadata's "topic" when the construct left it out) a subscriber to its topic
 subscriptions (resources, or the topic's inline `Subscription` entries) a topic to the queues
 it fans out to, API Gateway v2 routes and integrations (or the metadata's "routes") an API to
 its paths, and an `AWS::Lambda::EventInvokeConfig` a subscriber to its retries and on-failure
-queue.
+queue. Every `AWS::DynamoDB::Table` is listed too (the local stack mirrors them all into
+DynamoDB Local, where the functions' calls go). A stack inside a `Stage` is read from the
+nested assembly its stage made. Construct ids name the entry points, so two with one id (in
+different scopes) are refused.
 
 The bound half (`DeployedApp.bind`) adds the physical ids of the deployed stack's resources
 (function names, queue URLs, topic ARNs) from CloudFormation, which is where the deployment
@@ -44,6 +47,7 @@ SCOPE_VARIABLES = {
 LAMBDA_DEFAULT_RETRIES = 2  # asynchronous invocations without an EventInvokeConfig
 STACK_ARTIFACT = "aws:cloudformation:stack"
 ASSET_MANIFEST_ARTIFACT = "cdk:asset-manifest"
+NESTED_ASSEMBLY_ARTIFACT = "cdk:cloud-assembly"  # a Stage's own assembly, in a subfolder
 
 Resources = Mapping[str, Mapping[str, Any]]
 
@@ -109,6 +113,7 @@ class DeployedApp:
     apis: tuple[Api, ...] = ()
     subscribers: tuple[Subscriber, ...] = ()
     topics: tuple[Topic, ...] = ()
+    tables: tuple[str, ...] = ()  # logical ids of every DynamoDB table, the constructs' or not
     physical_ids: Mapping[str, str] = field(default_factory=dict)
 
     def topic(self, topic_id: str) -> Topic:
@@ -155,34 +160,58 @@ def physical_resource_ids(cloudformation: Any, stack_name: str) -> dict[str, str
 
 def read_assembly(assembly_dir: Path, stack_name: str | None = None) -> DeployedApp:
     """The app's model from a cloud assembly; `stack_name` picks a stack (by its CloudFormation
-    name or artifact id) when the assembly has more than one."""
+    name, artifact id or construct path, "Stage/Stack") when the assembly has more than one.
+    Stacks inside a `Stage` are in nested assemblies (`assembly-<Stage>/`), read as well."""
     assembly_dir = assembly_dir.resolve()
-    artifacts: Mapping[str, Any] = json.loads((assembly_dir / "manifest.json").read_text())[
-        "artifacts"
-    ]
-    stacks = {
-        artifact_id: artifact
-        for artifact_id, artifact in artifacts.items()
-        if artifact.get("type") == STACK_ARTIFACT
-    }
+    stacks = list(_stack_artifacts(assembly_dir))
     chosen = [
-        (artifact_id, artifact)
-        for artifact_id, artifact in stacks.items()
-        if stack_name is None or stack_name in (artifact_id, _stack_name(artifact_id, artifact))
+        found
+        for found in stacks
+        if stack_name is None
+        or stack_name in (found.artifact_id, found.name, found.artifact.get("displayName"))
     ]
     if len(chosen) != 1:
         wanted = "one stack" if stack_name is None else f"the stack {stack_name!r}"
         raise AppModelError(
-            f"{assembly_dir} has {len(chosen)} matches for {wanted}; stacks: {sorted(stacks)}"
+            f"{assembly_dir} has {len(chosen)} matches for {wanted}; "
+            f"stacks: {sorted(found.name for found in stacks)}"
         )
-    artifact_id, artifact = chosen[0]
-    template = json.loads((assembly_dir / artifact["properties"]["templateFile"]).read_text())
+    (found,) = chosen
+    template = json.loads(
+        (found.directory / found.artifact["properties"]["templateFile"]).read_text()
+    )
     return read_template(
         template,
-        stack_name=_stack_name(artifact_id, artifact),
-        assembly_dir=assembly_dir,
-        assets=_asset_paths(assembly_dir, artifacts, artifact),
+        stack_name=found.name,
+        assembly_dir=found.directory,
+        assets=_asset_paths(found.directory, found.artifacts, found.artifact),
     )
+
+
+@dataclass(frozen=True)
+class _StackArtifact:
+    directory: Path  # the (nested) assembly whose manifest lists it: its paths are relative here
+    artifacts: Mapping[str, Any]  # that manifest's artifacts (its asset manifests among them)
+    artifact_id: str
+    artifact: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return _stack_name(self.artifact_id, self.artifact)
+
+
+def _stack_artifacts(directory: Path) -> Iterable[_StackArtifact]:
+    """Every stack artifact of the assembly and of the nested assemblies its stages made."""
+    artifacts: Mapping[str, Any] = json.loads((directory / "manifest.json").read_text()).get(
+        "artifacts", {}
+    )
+    for artifact_id, artifact in artifacts.items():
+        if artifact.get("type") == STACK_ARTIFACT:
+            yield _StackArtifact(directory, artifacts, artifact_id, artifact)
+        elif artifact.get("type") == NESTED_ASSEMBLY_ARTIFACT:
+            nested = artifact.get("properties", {}).get("directoryName")
+            if nested:
+                yield from _stack_artifacts(directory / str(nested))
 
 
 def _stack_name(artifact_id: str, artifact: Mapping[str, Any]) -> str:
@@ -236,14 +265,34 @@ def read_template(
         for logical_id, (marked, function) in functions.items()
         if function.kind == KIND_SUBSCRIBER
     )
+    _unique_ids("entry points", [*consumers, *apis, *subscribers])
+    topics = _topics(resources, consumers, subscribers)
+    _unique_ids("topics", topics)
     return DeployedApp(
         stack_name=stack_name,
         assembly_dir=assembly_dir,
         consumers=consumers,
         apis=apis,
         subscribers=subscribers,
-        topics=_topics(resources, consumers, subscribers),
+        topics=topics,
+        tables=tuple(logical_id for logical_id, _ in _of_type(resources, "AWS::DynamoDB::Table")),
     )
+
+
+def _unique_ids(what: str, found: Iterable[Consumer | Api | Subscriber | Topic]) -> None:
+    """Construct ids name the entry points (the CLI's `--consumer`, the workers' counts, the
+    outputs' prefixes): two constructs with one id in different scopes would be one name."""
+    logical_ids: dict[str, list[str]] = {}
+    for item in found:
+        logical = item.logical_id if isinstance(item, Topic) else item.function.logical_id
+        logical_ids.setdefault(item.id, []).append(logical)
+    twice = {name: ids for name, ids in logical_ids.items() if len(ids) > 1}
+    if twice:
+        name, ids = sorted(twice.items())[0]
+        raise AppModelError(
+            f"two {what} have the id {name!r} ({', '.join(sorted(ids))}): the local stack "
+            "names them by their construct ids, so give each its own"
+        )
 
 
 def _marked(resource: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -294,7 +343,8 @@ def _function(
         logical_id=logical_id,
         kind=kind,
         handler=str(props["Handler"]),
-        source_dir=assembly_dir / str(staged),  # an absolute path stays absolute
+        # An absolute path stays absolute; a nested assembly's is "../asset.<hash>".
+        source_dir=(assembly_dir / str(staged)).resolve(),
         environment={k: v for k, v in variables.items() if isinstance(v, str)},
     )
 

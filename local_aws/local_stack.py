@@ -92,8 +92,14 @@ class LocalStack(Lifecycle):
             self._app = read_assembly(
                 self.deployment.assembly_dir, self.deployment.stack_name
             ).bind(self.client("cloudformation"))
-            for name in (self.outputs["IdempotencyTableName"], self.outputs["LedgerTableName"]):
-                mirror_table(self.client("dynamodb", via_moto=True), self.client("dynamodb"), name)
+            # Every table of the stack (the store's, the ledger's, the app's own), by the
+            # names the deployment gave them: the functions' DynamoDB calls all go there.
+            for table in self._app.tables:
+                mirror_table(
+                    self.client("dynamodb", via_moto=True),
+                    self.client("dynamodb"),
+                    self._app.physical_id(table),
+                )
             if self.postgres is not None:
                 self.postgres.start()
         except BaseException:
