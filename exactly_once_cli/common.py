@@ -33,6 +33,7 @@ from rich.text import Text
 from typer import _click  # typer 0.29 vendors click; its exception/context types live here
 from typer.core import TyperGroup
 
+from exactly_once_cli.option_hints import ARGS_META, option_hint
 from exactly_once_ops.targets import (
     DEFAULT_STACK,
     AwsTarget,
@@ -132,6 +133,8 @@ def describe(exc: BaseException) -> tuple[str, int]:
         return str(exc), FAILURE_EXIT
     if isinstance(exc, (CliError, TargetError)):
         return str(exc), USAGE_EXIT
+    if isinstance(exc, _click.exceptions.NoSuchOption) and (hint := option_hint(exc)):
+        return f"{exc.format_message()}{hint}", USAGE_EXIT
     if isinstance(exc, typer.TyperException):
         return f"{exc.format_message()} (see --help)", USAGE_EXIT
     if isinstance(exc, OSError):
@@ -159,6 +162,7 @@ class OneLineErrorGroup(TyperGroup):
     """
 
     def parse_args(self, ctx: _click.Context, args: list[str]) -> list[str]:
+        ctx.meta.setdefault(ARGS_META, list(args))  # the root's: every word, for option_hint
         try:
             return super().parse_args(ctx, args)
         except _click.exceptions.NoArgsIsHelpError:
