@@ -20,9 +20,13 @@ def module_name(root: Path, path: Path) -> str:
 
 
 def imports_in(path: Path) -> list[tuple[str, tuple[str, ...]]]:
-    """Every import statement of `path` as (module, names): `import a.b` gives ("a.b", ()),
-    `from a import b, c` gives ("a", ("b", "c")). A relative import is refused: the rules
-    read absolute names only."""
+    """Every import of `path` as (module, names): `import a.b` gives ("a.b", ()),
+    `from a import b, c` gives ("a", ("b", "c")), and an import by name
+    (`importlib.import_module("a.b")`, `__import__("a.b")`) gives ("a.b", ()) as the statement
+    would: it ties the modules together just the same. A relative import is refused, and so is
+    a name built at run time: the rules read absolute names only. The one computed name they
+    accept is a package's own submodule (`f"{__name__}.…"`, the façade's lazy names), which
+    cannot leave the package."""
     found: list[tuple[str, tuple[str, ...]]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -31,7 +35,39 @@ def imports_in(path: Path) -> list[tuple[str, tuple[str, ...]]]:
             if node.level:
                 raise ValueError(f"{path}: a relative import these rules cannot follow")
             found.append((node.module or "", tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.Call) and _imports_by_name(node.func) and node.args:
+            name = node.args[0]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                if name.value.startswith("."):
+                    raise ValueError(
+                        f"{path}:{node.lineno}: a relative import these rules cannot follow"
+                    )
+                found.append((name.value, ()))
+            elif not _own_submodule(name):
+                raise ValueError(
+                    f"{path}:{node.lineno}: an import by a computed name these rules cannot follow"
+                )
     return found
+
+
+def _imports_by_name(func: ast.expr) -> bool:
+    """`importlib.import_module`, `import_module` or `__import__`."""
+    if isinstance(func, ast.Attribute):
+        return func.attr == "import_module" or func.attr == "__import__"
+    return isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
+
+
+def _own_submodule(name: ast.expr) -> bool:
+    """`f"{__name__}.…"`: a submodule of the importing package itself."""
+    return (
+        isinstance(name, ast.JoinedStr)
+        and len(name.values) > 1
+        and isinstance(first := name.values[0], ast.FormattedValue)
+        and isinstance(first.value, ast.Name)
+        and first.value.id == "__name__"
+        and isinstance(dot := name.values[1], ast.Constant)
+        and str(dot.value).startswith(".")
+    )
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
