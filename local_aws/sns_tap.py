@@ -11,7 +11,8 @@ the local stack:
   not keep an EventInvokeConfig, so the template is where `IdempotentSubscriber`'s DLQ shows);
 - takes the function's Lambda subscription out of moto, keeping its ARN for the events;
 - subscribes a queue of its own to the topic in its place (RawMessageDelivery false, so each
-  message arrives as the SNS envelope, MessageId and attributes included).
+  message arrives as the SNS envelope, MessageId and attributes included), with the Lambda
+  subscription's filter policy, so the function hears only what SNS would have sent it.
 
 The tap is subscribed before anything is published, and moto fans each publish out to it
 synchronously, so no message is missed.
@@ -52,10 +53,17 @@ def queue_url_of_arn(sqs: SQSClient, arn: str) -> str:
     return sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
 
 
-def take_over_lambda_subscription(sns: Any, topic_arn: str, function_arn: str) -> str | None:
-    """Remove the function's subscriptions (any alias) from moto; the ARN of the last one, or
-    None when there was none."""
-    found = None
+FILTER_ATTRIBUTES = ("FilterPolicy", "FilterPolicyScope")
+"""What a Lambda subscription filters by, which the tap in its place must keep: SNS never
+invokes the function with a message the policy rejects."""
+
+
+def take_over_lambda_subscription(
+    sns: Any, topic_arn: str, function_arn: str
+) -> tuple[str | None, dict[str, str]]:
+    """Remove the function's subscriptions (any alias) from moto; the ARN of the last one (None
+    when there was none) and its filter policy attributes."""
+    found, filters = None, {}
     paginator = sns.get_paginator("list_subscriptions_by_topic")
     for page in paginator.paginate(TopicArn=topic_arn):
         for sub in page.get("Subscriptions", []):
@@ -64,12 +72,21 @@ def take_over_lambda_subscription(sns: Any, topic_arn: str, function_arn: str) -
                 endpoint == function_arn or endpoint.startswith(f"{function_arn}:")
             ):
                 found = str(sub["SubscriptionArn"])
+                attributes = sns.get_subscription_attributes(SubscriptionArn=found)["Attributes"]
+                filters = {k: str(attributes[k]) for k in FILTER_ATTRIBUTES if attributes.get(k)}
                 sns.unsubscribe(SubscriptionArn=found)
-    return found
+    return found, filters
 
 
-def subscribe_tap(sns: Any, sqs: SQSClient, topic_arn: str, queue_name: str) -> str:
-    """Create the tap queue (or find it) and subscribe it to the topic; its URL."""
+def subscribe_tap(
+    sns: Any,
+    sqs: SQSClient,
+    topic_arn: str,
+    queue_name: str,
+    filters: Mapping[str, str] | None = None,
+) -> str:
+    """Create the tap queue (or find it) and subscribe it to the topic, with the filter policy
+    of the subscription it stands in for; its URL."""
     url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
@@ -78,7 +95,7 @@ def subscribe_tap(sns: Any, sqs: SQSClient, topic_arn: str, queue_name: str) -> 
         TopicArn=topic_arn,
         Protocol="sqs",
         Endpoint=arn,
-        Attributes={"RawMessageDelivery": "false"},
+        Attributes={"RawMessageDelivery": "false", **(filters or {})},
         ReturnSubscriptionArn=True,
     )
     return url
@@ -138,7 +155,7 @@ def bind_subscriber(
         sqs, config, async_config, None if destination is None else app.physical_id(destination)
     )
     retries = int(async_config.get("MaximumRetryAttempts", subscriber.retry_attempts))
-    subscription = take_over_lambda_subscription(sns, topic_arn, function_arn)
+    subscription, filters = take_over_lambda_subscription(sns, topic_arn, function_arn)
     return SubscriberBinding(
         subscriber=subscriber.id,
         function_name=name,
@@ -148,7 +165,9 @@ def bind_subscriber(
         timeout_s=int(config.get("Timeout", 3)),
         topic_arn=topic_arn,
         subscription_arn=subscription or subscription_arn(topic_arn, function_arn),
-        tap_queue_url=subscribe_tap(sns, sqs, topic_arn, tap_queue_name(stack, subscriber.id)),
+        tap_queue_url=subscribe_tap(
+            sns, sqs, topic_arn, tap_queue_name(stack, subscriber.id), filters
+        ),
         dead_letter_queue_url=dlq_url,
         retry=retry.with_retries(retries),
         topic=topic.id,
