@@ -6,7 +6,7 @@ first request with the key is still running, 422 for a key reused with another r
 of the draft, from the store: completion is fenced (a request that outlived its lease cannot
 overwrite its successor's response), keys are scoped per authenticated caller, 2xx and 4xx
 are final and 5xx, the "come back later" 4xx (408, 425, 429) or a raised error are kept FAILED
-and retryable (http_response.is_final).
+and retryable (response.py `is_final`).
 
 This module is the request flow: configuration, the key and the caller it is scoped to, the
 claim, one log line and one metric document per request. What it came to is results.py's
