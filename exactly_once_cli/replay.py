@@ -201,13 +201,15 @@ def _copy_summary(report: CopyReport, options: CopyOptions) -> bool:
     out = stdout()
     if options.dry_run:
         table = Table(title=f"{_verb(options)} {len(report.previews)} message(s)")
-        for column in ("messageId", "group", "eo-error-type", "attributes", "body"):
+        columns = ("messageId", "group", "eo-error-type", "eo-error-message", "attributes", "body")
+        for column in columns:
             table.add_column(column, overflow="fold")
         for item in report.previews:
             table.add_row(
                 item["messageId"],
                 item["groupId"] or "",
                 item["errorType"] or "",
+                item["errorMessage"] or "",
                 ", ".join(item["attributes"]),
                 item["body"][:120],
             )

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 ERROR_TYPE_ATTRIBUTE = "eo-error-type"
 """Set by the layer on messages it dead-letters itself (see the replay docs)."""
+ERROR_MESSAGE_ATTRIBUTE = "eo-error-message"
 PACKED_ATTRIBUTE = "eo-failure"
 ORIGINAL_ID_ATTRIBUTE = "eo-original-message-id"
 """The layer's attributes as one JSON object, when the message had too many to add them."""
@@ -138,6 +139,11 @@ def scalar(attr: MessageAttributeValueOutputTypeDef) -> str | None:
 def error_type(received: Mapping[str, MessageAttributeValueOutputTypeDef]) -> str | None:
     """The layer's `eo-error-type`, plain or packed in `eo-failure`; None if neither."""
     return layer_attribute(received, ERROR_TYPE_ATTRIBUTE)
+
+
+def error_message(received: Mapping[str, MessageAttributeValueOutputTypeDef]) -> str | None:
+    """The layer's `eo-error-message` (why it dead-lettered the message), plain or packed."""
+    return layer_attribute(received, ERROR_MESSAGE_ATTRIBUTE)
 
 
 def layer_attribute(

@@ -37,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from exactly_once_ops.message_attributes import (
     ORIGINAL_ID_ATTRIBUTE,
+    error_message,
     error_type,
     for_send,
     layer_attribute,
@@ -225,6 +226,7 @@ def preview(message: MessageTypeDef) -> dict[str, Any]:
         "messageId": message["MessageId"],
         "groupId": message.get("Attributes", {}).get("MessageGroupId"),
         "errorType": error_type(attributes),
+        "errorMessage": error_message(attributes),
         "attributes": sorted(attributes),
         "body": message.get("Body", ""),
     }
