@@ -1,9 +1,11 @@
 """What the library's prose names still exists: a docstring or comment that sends a reader to
 a module the rooms replaced misleads just where the code is being read.
 
-- Every dotted name under `exactly_once` in the library, README.md and docs/ resolves: to a
-  module, or to an attribute of one (`exactly_once.ledger.append_effect`). The PostgreSQL
-  schema's tables share the prefix (`exactly_once.records`) and are told apart by name.
+- Every dotted name under `exactly_once` in the library, README.md, docs/ and the rooms that
+  name its modules (the CDK constructs' layer handlers, the operator's tools, the local stack)
+  resolves: to a module, or to an attribute of one (`exactly_once.ledger.append_effect`).
+  The PostgreSQL schema's tables share the prefix (`exactly_once.records`) and are told apart
+  by name.
 - No docstring or comment of the library names one of the flat entry-point modules the rooms
   replaced (`http_api`, `sns_messages`, …): those names are unmistakable, and nothing by
   those names exists any more.
@@ -47,8 +49,13 @@ def resolves(dotted: str) -> bool:
 
 
 def prose_files() -> list[Path]:
+    """The library, the docs, and the rooms that name its modules in strings: the handlers
+    the constructs deploy from the layer (`exactly_once.stores.postgres.cleanup.handler`),
+    the operator's tools, the local stack."""
+    rooms = ("exactly_once_cdk", "exactly_once_ops", "exactly_once_cli", "local_aws")
     return [
         *sorted(LAYER.rglob("*.py")),
+        *(path for room in rooms for path in sorted((REPO / room).rglob("*.py"))),
         REPO / "README.md",
         *sorted((REPO / "docs").glob("*.md")),
     ]
@@ -93,6 +100,7 @@ def flat_module_mentions(paths: list[Path]) -> list[str]:
 def test_every_dotted_exactly_once_name_in_the_prose_resolves() -> None:
     files = prose_files()
     assert any("exactly_once.ledger.append_effect" in f.read_text() for f in files)  # read
+    assert any(f.name == "postgres_jobs.py" for f in files)  # the deployed handler strings
     assert unresolved(files) == []
 
 
