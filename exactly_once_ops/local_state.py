@@ -14,6 +14,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -133,6 +134,13 @@ class StatePaths:
         return self.root / "workload.json"
 
     @property
+    def assemblies(self) -> Path:
+        """The cloud assemblies the served stack was deployed from: its functions' code lives
+        there while it serves (local_aws.local_deploy), and goes with the state when the
+        serving process could not remove it itself (killed, or died)."""
+        return self.root / "assemblies"
+
+    @property
     def postgres_data(self) -> Path:
         """The PostgreSQL store's cluster, when the stack runs on it (made anew at each start)."""
         return self.root / "postgres"
@@ -187,12 +195,17 @@ class StatePaths:
         state = self.read_state()
         return state if state is not None and state.pid == pid else None
 
+    def remove_assemblies(self) -> None:
+        shutil.rmtree(self.assemblies, ignore_errors=True)
+
     def clean_stale(self) -> UpState | None:
-        """Remove the state files a process left when it died without cleaning up; return them."""
+        """Remove the state files (and the functions' code) a process left when it died
+        without cleaning up; return the state."""
         if self.holder() is not None:
             return None
         stale = self.read_state()
         self.remove_state()
+        self.remove_assemblies()
         return stale
 
 

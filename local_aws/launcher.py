@@ -171,6 +171,7 @@ def stop_background(paths: StatePaths, *, timeout_s: float = 60) -> Stopped:
     kill(survivors)
     forced += survivors
     left = wait_gone(forced, 5)
-    if forced:
-        paths.remove_state()  # the process could not remove them itself
+    if forced:  # the process could not remove them itself
+        paths.remove_state()
+        paths.remove_assemblies()
     return Stopped(pid=pid, children=sorted(members, key=lambda p: p.pid), forced=forced, left=left)

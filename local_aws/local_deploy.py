@@ -86,13 +86,16 @@ def deploy(
     context: Mapping[str, Any] | None = None,
     *,
     outdir: Path | None = None,
+    work_dir: Path | None = None,
     timeout_s: float = 600,
 ) -> Deployment:
     """Deploy (or update) the app's stack at `endpoint_url`; its name, outputs and assembly.
 
     `context` adds to cdk.json's context (for example `{"stackName": "Test"}`, which also
     picks the stack to deploy); without a `stackName` the app must have one stack, and its
-    name is learnt from the deployment. `localStack` is always true here.
+    name is learnt from the deployment. `localStack` is always true here. `work_dir` is where
+    the temporary folder is made (default build/): a served stack's state folder, so that
+    `eonce down` can remove it even when the serving process was killed.
     """
     ensure_assets_bucket(endpoint_url)
     merged = {**(context or {}), "localStack": True}
@@ -105,10 +108,11 @@ def deploy(
         "CDK_DISABLE_VERSION_CHECK": "1",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
     }
-    BUILD_DIR.mkdir(exist_ok=True)
+    parent = work_dir or BUILD_DIR
+    parent.mkdir(parents=True, exist_ok=True)
     # A cloud assembly folder of its own, so concurrent local deploys (tests, `make run`) never
     # meet the CLI's lock on a shared output folder.
-    tmp = Path(tempfile.mkdtemp(prefix="cdk.out.local-", dir=BUILD_DIR))
+    tmp = Path(tempfile.mkdtemp(prefix="cdk.out.local-", dir=parent))
     try:
         outputs_file = tmp / "outputs.json"
         assembly = outdir or tmp / "assembly"

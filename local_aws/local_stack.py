@@ -14,6 +14,7 @@ the reports read is PostgreSQL's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import boto3
@@ -76,6 +77,7 @@ class LocalStack(Lifecycle):
     dynamodb: DynamoDBLocal = field(default_factory=DynamoDBLocal)
     postgres: LocalPostgres | None = None  # the idempotency store when set, else the table
     outputs: dict[str, str] = field(default_factory=dict)
+    work_dir: Path | None = None  # where the deployment's assembly goes (default build/)
     deployment: Deployment | None = field(default=None, repr=False)
     _app: DeployedApp | None = field(default=None, repr=False)
     _subscribers: list[SubscriberBinding] | None = field(default=None, repr=False)
@@ -87,7 +89,9 @@ class LocalStack(Lifecycle):
             # The tables live in DynamoDB Local, not in moto: the stack says where, so a CLI
             # reading its outputs never answers from moto's empty copies.
             context = {LOCAL_DYNAMODB_CONTEXT: self.dynamodb.endpoint, **self.context}
-            self.deployment = deploy(self.moto.endpoint, {**LOCAL_CONTEXT, **context})
+            self.deployment = deploy(
+                self.moto.endpoint, {**LOCAL_CONTEXT, **context}, work_dir=self.work_dir
+            )
             self.outputs = dict(self.deployment.outputs)
             self._app = read_assembly(
                 self.deployment.assembly_dir, self.deployment.stack_name

@@ -127,7 +127,10 @@ def start(
     postgres = long_lived_postgres(paths) if store == "postgres" else None
     stack = running.enter_context(
         LocalStack(
-            context={"stackName": stack_name} if stack_name else {}, moto=moto, postgres=postgres
+            context={"stackName": stack_name} if stack_name else {},
+            moto=moto,
+            postgres=postgres,
+            work_dir=paths.assemblies,  # `down` removes it, even after a kill
         )
     )
     _log(

@@ -87,3 +87,19 @@ def test_the_state_folder_is_the_variable_or_the_checkouts_dot_local(
     assert default_state_dir() == tmp_path
     monkeypatch.delenv(STATE_DIR_ENV)
     assert default_state_dir() == ROOT / ".local"
+
+
+def test_a_dead_servers_assemblies_go_with_its_state(tmp_path: Path) -> None:
+    """The served stack's functions run from its cloud assembly under the state folder; a
+    server killed before it could remove it leaves it behind, and the next `down` or `up`
+    (clean_stale) removes it. A live server's is kept."""
+    paths = StatePaths(tmp_path)
+    code = paths.assemblies / "cdk.out.local-x" / "assembly" / "asset.1" / "handler.py"
+    code.parent.mkdir(parents=True)
+    code.write_text("def handle(event, context): ...\n")
+    with StateLock(paths):
+        assert paths.clean_stale() is None
+        assert code.exists()  # still served
+    paths.write_state(state(999_999))
+    assert paths.clean_stale() == state(999_999)
+    assert not paths.assemblies.exists()
