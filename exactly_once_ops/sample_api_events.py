@@ -1,8 +1,8 @@
 """API Gateway events for trying an idempotent API handler with `eonce invoke`.
 
-One request in the three shapes Lambda delivers: HTTP API payload 2.0, REST API payload 1.0 and
-a function URL, each signed by the same IAM caller. The three carry the same key and the same
-request, so invoking them in any order runs the payment once and replays it twice.
+One payment request in each of the three shapes Lambda delivers: HTTP API payload 2.0, REST API
+payload 1.0 and a function URL, each signed by the same IAM caller. Each carries its own key, so
+each sample runs its own payment the first time it is invoked and replays it the next.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 ACCOUNT = "123456789012"
 CALLER_ARN = f"arn:aws:iam::{ACCOUNT}:user/payments-client"
 SAMPLE_KEY = "pay-2026-0001"
+REST_SAMPLE_KEY = "pay-2026-0002"
+FUNCTION_URL_SAMPLE_KEY = "pay-2026-0003"
 SAMPLE_TIME = ("01/Jan/2026:00:00:00 +0000", 1_767_225_600_000)
 
 
@@ -127,7 +129,7 @@ def api_sample_events() -> dict[str, dict[str, Any]]:
     payment = {"accountId": "acct-1", "amount": "12.50"}
     return {
         "api-payment-http-api.json": http_api_event(payment, key=SAMPLE_KEY),
-        "api-payment-rest-api.json": rest_api_event(payment, key=SAMPLE_KEY),
-        "api-payment-function-url.json": function_url_event(payment, key=SAMPLE_KEY),
+        "api-payment-rest-api.json": rest_api_event(payment, key=REST_SAMPLE_KEY),
+        "api-payment-function-url.json": function_url_event(payment, key=FUNCTION_URL_SAMPLE_KEY),
         "api-payment-no-key.json": http_api_event(payment, key=None, request_id="Zr1qhjVqIAMEVxh="),
     }

@@ -310,23 +310,33 @@ def test_an_api_gateway_sample_runs_the_payment_once_in_every_event_shape(
     at_dynamodb_local: None,
     ddb: DynamoDBClient,
 ) -> None:
-    """The three committed shapes carry one request: the first runs, the others replay it;
-    the sample without a key gets the 400 and exits 0 (an answer, not a server error)."""
+    """Each committed shape carries its own key: its first invoke runs its payment, the second
+    replays it; the sample without a key gets the 400 and exits 0 (an answer, not a server
+    error)."""
     env = [
         *("--env", f"IDEMPOTENCY_TABLE={fresh_idempotency_table}"),
         *("--env", f"LEDGER_TABLE={ledger_table}"),
         *("--env", f"API_SCOPE={scope}"),
     ]
     outcomes = []
-    for name in ("http-api", "rest-api", "function-url", "no-key"):
+    for name in ("http-api", "rest-api", "function-url", "http-api", "no-key"):
         event = str(EVENTS / f"api-payment-{name}.json")
         result = cli("invoke", "PaymentsApi", "--no-from-stack", "-e", event, *env)
         assert result.exit_code == 0, result.output
         # the handler's JSON logs and EMF metrics share stdout, as they would in Lambda
         (line,) = [x for x in result.stdout.splitlines() if x.startswith("PaymentsApi:")]
         outcomes.append(line)
-    assert outcomes[0].startswith("PaymentsApi: processed -> HTTP 201")
-    assert outcomes[1].startswith("PaymentsApi: replayed -> HTTP 201")
-    assert outcomes[2].startswith("PaymentsApi: replayed -> HTTP 201")
-    assert outcomes[3].startswith("PaymentsApi: bad_request -> HTTP 400")
-    assert ddb.scan(TableName=ledger_table)["Count"] == 1
+    caller = "iam:arn:aws:iam::123456789012:user/payments-client"
+    for line, (outcome, key) in zip(
+        outcomes[:4],
+        [
+            ("processed", "pay-2026-0001"),
+            ("processed", "pay-2026-0002"),
+            ("processed", "pay-2026-0003"),
+            ("replayed", "pay-2026-0001"),
+        ],
+        strict=True,
+    ):
+        assert line.startswith(f"PaymentsApi: {outcome} -> HTTP 201 (key {caller}|{key},")
+    assert outcomes[4].startswith("PaymentsApi: bad_request -> HTTP 400")
+    assert ddb.scan(TableName=ledger_table)["Count"] == 3
