@@ -59,6 +59,10 @@ StoredOption = Annotated[
     ),
 ]
 
+OTHER_COLUMNS_WIDTH = 100
+"""What `locks list` leaves beside the id column: status, fence, attempts and lease whole, some
+room for the owner and the error, which fold."""
+
 TIME_FIELDS = {
     "created_at_ms": 1000,
     "updated_at_ms": 1000,
@@ -126,8 +130,18 @@ def list_cmd(
     table: TableOption = None,
     stack: StackOption = DEFAULT_STACK,
     dsn: DsnOption = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the records as JSON (full ids, every field, times in UTC): "
+            '{"records": [...], "more": true when --limit cut the list, "source": where}.',
+        ),
+    ] = False,
 ) -> None:
-    """List pending work without a Scan."""
+    """List pending work without a Scan. The id column is never cut: it is what `locks show`
+    and `locks reset` take (SCOPE#KEY: give SCOPE and KEY; a sha256: or caller|key KEY with
+    --stored)."""
     wanted = {"in-progress": [Status.IN_PROGRESS], "failed": [Status.FAILED]}.get(
         status, [Status.IN_PROGRESS, Status.FAILED] if status == "all" else None
     )
@@ -147,9 +161,20 @@ def list_cmd(
             if len(records) > limit:
                 break
     now = time.time()
+    if as_json:
+        listing = {
+            "records": [_record_data(r, now) for r in records[:limit]],
+            "more": len(records) > limit,
+            "source": where,
+        }
+        stdout().print_json(json.dumps(listing, default=repr))
+        return
+    longest_id = max((len(r.record_id) for r in records[:limit]), default=2)
     grid = Table(title="pending idempotency records")
-    for column in ("id", "status", "fence", "attempts", "owner", "lease", "error"):
-        grid.add_column(column)
+    grid.add_column("id", no_wrap=True, min_width=longest_id)
+    for column in ("status", "fence", "attempts", "owner", "lease", "error"):
+        # short values are never broken; the owner and the error fold
+        grid.add_column(column, overflow="fold", no_wrap=column not in ("owner", "error"))
     for r in records[:limit]:
         error = f"{r.error.type}: {r.error.message}" if r.error else ""
         if r.error and not r.error.retryable:
@@ -165,6 +190,9 @@ def list_cmd(
             error,
         )
     out = stdout()
+    # a console too narrow for the ids and the other columns' minimum gets wider (a terminal
+    # wraps the long lines) rather than cut an id
+    out.width = max(out.width, longest_id + OTHER_COLUMNS_WIDTH)
     out.print(grid)
     if len(records) > limit:
         out.print(f"showing {limit}; more exist: raise --limit ({where})", markup=False)
@@ -174,6 +202,11 @@ def list_cmd(
 
 def _record_json(record: StoredRecord, now_s: float | None = None) -> str:
     """The record as JSON; each epoch time is followed by its UTC ISO time and age."""
+    return json.dumps(_record_data(record, now_s), default=repr, indent=2)
+
+
+def _record_data(record: StoredRecord, now_s: float | None = None) -> dict[str, object]:
+    """The record's fields for JSON; each epoch time is followed by its UTC ISO time and age."""
     now = time.time() if now_s is None else now_s
     data: dict[str, object] = {}
     for name, value in asdict(record).items():
@@ -186,7 +219,7 @@ def _record_json(record: StoredRecord, now_s: float | None = None) -> str:
     data["result"] = result
     if undecodable:
         data["result_undecodable"] = undecodable
-    return json.dumps(data, default=repr, indent=2)
+    return data
 
 
 def stored_key(key: str, stored: bool) -> str:
