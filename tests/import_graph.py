@@ -1,8 +1,8 @@
 """Who imports whom, read from the source: imports inside functions and under TYPE_CHECKING
 count too, since they tie modules together as much as any other.
 
-Used by the layer's rules (tests/packaging/test_import_rules.py) and by the local stack's
-(tests/local/), so both read imports the same way.
+Used by the import rules (tests/packaging/test_import_rules.py and test_dynamic_imports.py),
+for the library and the local stack alike, so both are read the same way.
 """
 
 from __future__ import annotations
