@@ -38,6 +38,8 @@ from exactly_once_ops.targets import (
     AwsTarget,
     Endpoint,
     consumer_output,
+    functions_in,
+    no_such_name,
     stack_outputs,
 )
 
@@ -97,6 +99,35 @@ def check_sqs_event(event: Any, source: str) -> None:
         origin = record.get("eventSource", "aws:sqs")
         if origin != "aws:sqs":
             raise CliError(f"{source}: Records[{index}] comes from {origin}, not aws:sqs")
+
+
+def check_function_name(outputs: Mapping[str, str], name: str, stack: str) -> None:
+    """Refuse a name that is none of the stack's functions, listing those there are."""
+    known = functions_in(outputs)
+    if name.lower() not in (found.lower() for found in known):
+        raise no_such_name("consumer, API or subscriber", name, stack, known, listed="they are")
+
+
+KINDS = {  # the library's entry point: (what it is, the events it takes, their samples)
+    "SqsConsumer": ("a queue consumer", "SQS", "events/orders-*.json, `eonce event`"),
+    "SnsSubscriber": ("a topic subscriber", "SNS", "events/sns-*.json"),
+    "IdempotentApi": ("an HTTP API", "API Gateway", "events/api-*.json"),
+}
+
+
+def check_event_kind(function: Any, name: str, event_kind: str, source: str) -> None:
+    """Refuse an event Lambda would never deliver to this kind of function: the handler would
+    answer it with a misleading outcome (a 400 that exits 0, a record "reported failed").
+    A handler that is none of the library's entry points is not checked."""
+    for cls in type(function).__mro__:
+        if cls.__module__.startswith("exactly_once.") and cls.__name__ in KINDS:
+            what, takes, samples = KINDS[cls.__name__]
+            if takes != event_kind:
+                raise CliError(
+                    f"{source}: an {event_kind} event, but {name} is {what}: it takes "
+                    f"{takes} events (see {samples})"
+                )
+            return
 
 
 def deployed_configuration(
@@ -236,7 +267,6 @@ def invoke_cmd(
     then send it to the function's DLQ). API: exit 0 for any answer but a 5xx, 1 for a 5xx.
     Exit 2 when the input is none of these.
     """
-    folder = source_folder(consumer, source)
     payload = read_event(event)
     api = is_api_event(payload)
     sns = not api and is_sns_event(payload)
@@ -247,7 +277,10 @@ def invoke_cmd(
         check_sqs_event(payload, where)
     target = aws_target(ctx)
     outputs = stack_outputs(target.cloudformation(), stack) if from_stack else {}
+    if from_stack:  # a misspelt name is named as such, not blamed on a missing code folder
+        check_function_name(outputs, consumer, stack)
     config = deployed_configuration(target, outputs, consumer, stack) if from_stack else {}
+    folder = source_folder(consumer, source)
     environment = dict(config.get("Environment", {}).get("Variables", {}))
     environment.update(name_values(env or [], "--env"))
     if not (environment.get("IDEMPOTENCY_TABLE") or os.environ.get("IDEMPOTENCY_TABLE")):
@@ -260,6 +293,7 @@ def invoke_cmd(
         function = load_handler(str(folder), handler or config.get("Handler") or DEFAULT_HANDLER)
     except (ImportError, AttributeError, SyntaxError) as exc:
         raise CliError(f"cannot load the handler from {folder}: {exc}") from exc
+    check_event_kind(function, consumer, "API Gateway" if api else "SNS" if sns else "SQS", where)
     context = LocalLambdaContext(
         f"local-{consumer.lower()}", timeout_s=timeout, region=target.region_name
     )

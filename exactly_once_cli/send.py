@@ -156,6 +156,8 @@ def send_cmd(
     Exits 1 if any message was not accepted, 130 on Ctrl-C (after saying how many were sent).
     """
     target = aws_target(ctx)
+    # first: a misspelt --consumer is named as such, not blamed on the body options
+    url = resolve_queue_url(target, queue_url=queue_url, consumer=consumer, stack=stack)
     rng = random.Random(seed)
     try:
         bodies, prefix = collect_bodies(
@@ -175,7 +177,6 @@ def send_cmd(
         raise CliError(str(exc)) from exc
     if template is None and count is not None and not (group_id or group_field):
         group_field = DEFAULT_GROUP_FIELDS.get((consumer or "").lower())
-    url = resolve_queue_url(target, queue_url=queue_url, consumer=consumer, stack=stack)
     sqs = target.sqs()
     fifo = is_fifo(url)
     # Also proves the queue exists before any batch is sent.

@@ -51,7 +51,7 @@ from exactly_once_ops.sns_events import (
     subscription_arn,
     timestamp,
 )
-from exactly_once_ops.targets import TargetError, consumers_in, subscribers_in
+from exactly_once_ops.targets import TargetError, consumers_in, no_such_name, subscribers_in
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -95,10 +95,7 @@ def subscriber_target(outputs: Mapping[str, str], name: str, stack: str) -> Subs
             f"{name!r} is a queue consumer of stack {stack!r}, not a topic subscriber: "
             f"use `eonce replay copy --consumer {name}`"
         )
-    known = ", ".join(found.lower() for found in subscribers_in(outputs)) or "none"
-    raise NoSuchSubscriber(
-        f"stack {stack!r} has no topic subscriber {name!r}; its subscribers: {known}"
-    )
+    raise NoSuchSubscriber(str(no_such_name("subscriber", name, stack, subscribers_in(outputs))))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ the CLI knows the consumers of any stack built from the constructs, not only thi
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -185,17 +186,39 @@ def subscribers_in(outputs: Mapping[str, str]) -> list[str]:
     )
 
 
+def no_such_name(
+    what: str, name: str, stack: str, known: list[str], *, listed: str | None = None
+) -> TargetError:
+    """ "no consumer 'ordrs' in stack 'S'; the consumers are: orders, payments (did you mean
+    'orders'?)": a misspelt name says so, whatever the command would have done next."""
+    names = sorted({found.lower() for found in known})
+    close = difflib.get_close_matches(name.lower(), names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return TargetError(
+        f"no {what} {name!r} in stack {stack!r}; {listed or f'the {what}s are'}: "
+        f"{', '.join(names) or 'none'}{hint}"
+    )
+
+
 def consumer_output(outputs: Mapping[str, str], consumer: str, suffix: str, stack: str) -> str:
     """The output `<Consumer><suffix>`, with the consumer named in any case (orders, Orders)."""
     wanted = f"{consumer}{suffix}".lower()
     for key, value in outputs.items():
         if key.lower() == wanted:
             return value
-    known = ", ".join(name.lower() for name in consumers_in(outputs)) or "none"
+    names = consumers_in(outputs)
+    if consumer.lower() not in (name.lower() for name in names):
+        raise no_such_name("consumer", consumer, stack, names)
     raise TargetError(
-        f"stack {stack!r} has no consumer {consumer!r} "
-        f"(no output {consumer[:1].upper()}{consumer[1:]}{suffix}); its consumers: {known}"
+        f"stack {stack!r} has no output {consumer[:1].upper()}{consumer[1:]}{suffix} for its "
+        f"consumer {consumer!r}"
     )
+
+
+def functions_in(outputs: Mapping[str, str]) -> list[str]:
+    """Every function a stack's outputs name: consumers, APIs and subscribers alike
+    (`PaymentsApi` for `PaymentsApiFunctionName`)."""
+    return sorted(key[: -len(FUNCTION_NAME)] for key in outputs if key.endswith(FUNCTION_NAME))
 
 
 def topics_in(outputs: Mapping[str, str]) -> list[str]:
@@ -216,11 +239,7 @@ def resolve_topic_arn(
     for key, value in outputs.items():
         if key.lower() == wanted:
             return value
-    known = ", ".join(name.lower() for name in topics_in(outputs)) or "none"
-    raise TargetError(
-        f"stack {stack!r} has no topic {topic!r} (no output {topic[:1].upper()}{topic[1:]}"
-        f"{TOPIC_ARN}); its topics: {known}"
-    )
+    raise no_such_name("topic", topic, stack, topics_in(outputs))
 
 
 def stack_outputs(cloudformation: CloudFormationClient, stack: str) -> dict[str, str]:

@@ -158,8 +158,7 @@ def test_a_fifo_topic_takes_a_group_and_dedup_ids(cli: Invoke, sns: Any) -> None
         (["publish", "--body", "{}"], "name the topic: --topic-arn ARN, or --topic NAME"),
         (
             ["publish", "--topic", "refunds", "--body", "{}"],
-            "stack 'ExactlyOnceSqs' has no topic 'refunds' (no output RefundsTopicArn); "
-            "its topics: sales",
+            "no topic 'refunds' in stack 'ExactlyOnceSqs'; the topics are: sales",
         ),
         (["publish", "--topic", "refunds", "--count", "3"], "'refunds' needs --template"),
         (["publish", "--topic", "sales"], "give exactly one of --body, --file, --jsonl"),

@@ -413,14 +413,14 @@ def test_a_consumer_or_an_unknown_name_is_one_line(cli: Invoke, subscriber: Depl
     typo = cli("replay", "cpy")
     assert typo.exit_code == 2
     assert typo.output.strip().splitlines() == [
-        "error: No such command 'cpy' (copy, native, list, cancel, subscriber), and stack "
-        "'ExactlyOnceSqs' has no topic subscriber 'cpy'; its subscribers: salescounter; did "
+        "error: No such command 'cpy' (copy, native, list, cancel, subscriber), and no "
+        "subscriber 'cpy' in stack 'ExactlyOnceSqs'; the subscribers are: salescounter; did "
         "you mean `eonce replay copy`?"
     ]
     explicit = cli("replay", "subscriber", "cpy")
     assert explicit.exit_code == 2
     assert explicit.output.strip().splitlines() == [
-        "error: stack 'ExactlyOnceSqs' has no topic subscriber 'cpy'; its subscribers: salescounter"
+        "error: no subscriber 'cpy' in stack 'ExactlyOnceSqs'; the subscribers are: salescounter"
     ]
 
 

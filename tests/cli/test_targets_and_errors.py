@@ -81,8 +81,7 @@ def test_missing_output(cli: Invoke, stack: dict[str, str]) -> None:
     result = cli("send", "--consumer", "payments", "--body", "{}")
     assert result.exit_code == 2
     assert one_line(result.output) == (
-        "error: stack 'ExactlyOnceSqs' has no consumer 'payments' "
-        "(no output PaymentsQueueUrl); its consumers: orders"
+        "error: no consumer 'payments' in stack 'ExactlyOnceSqs'; the consumers are: orders"
     )
 
 
@@ -90,7 +89,10 @@ def test_missing_output(cli: Invoke, stack: dict[str, str]) -> None:
     ("args", "message"),
     [
         (["send", "--body", "{}"], "name the queue: --queue-url URL, or --consumer"),
-        (["send", "--consumer", "shipping", "--count", "3"], "'shipping' needs --template"),
+        (
+            ["send", "--queue-url", "q", "--consumer", "shipping", "--count", "3"],
+            "'shipping' needs --template",
+        ),
         (["send", "--queue-url", "q", "--count", "5", "--duplicates", "1.5"], "--duplicates"),
         (["send", "--queue-url", "q"], "give exactly one of --body, --file, --jsonl"),
         (["send", "--queue-url", "q", "--file", "/nonexistent/b.json"], "No such file"),
@@ -175,7 +177,7 @@ def test_consumers_are_whatever_the_stack_outputs_declare() -> None:
     assert consumer_output(outputs, "ORDERS", "DeadLetterQueueUrl", "S") == "d-orders"
     assert consumer_output(outputs, "Shipping", "QueueUrl", "S") == "q-shipping"
     with pytest.raises(
-        TargetError, match=r"no consumer 'payments'.*its consumers: orders, shipping"
+        TargetError, match=r"no consumer 'payments'.*the consumers are: orders, shipping"
     ):
         consumer_output(outputs, "payments", "QueueUrl", "S")
 
