@@ -14,15 +14,17 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner, Result
 
-from exactly_once import observability
+from exactly_once import IdempotencyStore, observability
 from exactly_once_cli.app import app
 from exactly_once_ops.targets import AwsTarget
-from tests.cli.support import REGION, Invoke, QueuePair, make_pair
+from tests.cli.support import REGION, Invoke, InvokeWith, QueuePair, make_pair
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
+    from local_aws.dynamodb_local import DynamoDBLocal
     from local_aws.postgres_server import PostgresServer
 
 
@@ -130,3 +132,45 @@ def new_database(postgres_server: PostgresServer) -> Iterator[str]:
     connections.close_all()  # the pools a command or the test opened on it
     with psycopg.connect(postgres_server.dsn, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def invoke(
+    cli: Invoke,
+    orders: QueuePair,
+    fresh_idempotency_table: str,
+    ledger_table: str,
+    scope: str,
+    monkeypatch: pytest.MonkeyPatch,
+    dynamodb_local: DynamoDBLocal,
+) -> InvokeWith:
+    """`eonce invoke NAME --event FILE` with the test's tables, scope and DLQ (the orders
+    pair's); no --source: the checkout's registries name the code folder."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
+    settings = {
+        "IDEMPOTENCY_TABLE": fresh_idempotency_table,
+        "LEDGER_TABLE": ledger_table,
+        "SUBSCRIBER_SCOPE": scope,
+        "CONSUMER_SCOPE": scope,
+        "API_SCOPE": scope,
+        "DEAD_LETTER_QUEUE_URL": orders.dlq,
+        "SNS_ENVELOPE": "auto",  # as the stack sets it on a queue subscribed to a topic
+    }
+    options = [arg for name, value in settings.items() for arg in ("--env", f"{name}={value}")]
+
+    def run(name: str, event: str) -> Result:
+        return cli("invoke", name, "--no-from-stack", "--event", event, *options)
+
+    return run
+
+
+@pytest.fixture
+def at_dynamodb_local(monkeypatch: pytest.MonkeyPatch, dynamodb_local: DynamoDBLocal) -> None:
+    """The CLI's DynamoDB calls go to the session's DynamoDB Local."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
+
+
+@pytest.fixture
+def store(ddb: DynamoDBClient, fresh_idempotency_table: str) -> IdempotencyStore:
+    """A DynamoDB store on a fresh table (test_locks_postgres has its PostgreSQL one)."""
+    return IdempotencyStore(fresh_idempotency_table, client=ddb)

@@ -104,3 +104,7 @@ def inject_failures(
 
     client.meta.events.register(f"before-parameter-build.sqs.{operation}", drop)
     client.meta.events.register(f"after-call.sqs.{operation}", report)
+
+
+InvokeWith = Callable[[str, str], Result]
+"""`eonce invoke NAME --event FILE` against the test's tables (the `invoke` fixture)."""

@@ -56,11 +56,6 @@ def handler_env(
     return [arg for name, value in pairs.items() for arg in ("--env", f"{name}={value}")]
 
 
-@pytest.fixture
-def at_dynamodb_local(monkeypatch: pytest.MonkeyPatch, dynamodb_local: DynamoDBLocal) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
-
-
 def write_event(tmp_path: Path, bodies: list[str], name: str = "event.json") -> str:
     path = tmp_path / name
     path.write_text(json.dumps(sqs_event(bodies)), encoding="utf-8")

@@ -8,48 +8,15 @@ The tables live in DynamoDB Local, so a handler that did run would not reach any
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import Result
 
-from local_aws.dynamodb_local import DynamoDBLocal
-from tests.cli.support import Invoke, QueuePair
+from tests.cli.support import InvokeWith
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 pytestmark = pytest.mark.usefixtures("restored_environment", "layer_logs_to_current_stdout")
-
-InvokeWith = Callable[[str, str], Result]
-
-
-@pytest.fixture
-def invoke(
-    cli: Invoke,
-    orders: QueuePair,
-    fresh_idempotency_table: str,
-    ledger_table: str,
-    scope: str,
-    monkeypatch: pytest.MonkeyPatch,
-    dynamodb_local: DynamoDBLocal,
-) -> InvokeWith:
-    """`eonce invoke NAME --event FILE` with the test's tables; the checkout names the code."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
-    settings = {
-        "IDEMPOTENCY_TABLE": fresh_idempotency_table,
-        "LEDGER_TABLE": ledger_table,
-        "SUBSCRIBER_SCOPE": scope,
-        "CONSUMER_SCOPE": scope,
-        "API_SCOPE": scope,
-        "DEAD_LETTER_QUEUE_URL": orders.dlq,
-    }
-    options = [arg for name, value in settings.items() for arg in ("--env", f"{name}={value}")]
-
-    def run(name: str, event: str) -> Result:
-        return cli("invoke", name, "--no-from-stack", "--event", event, *options)
-
-    return run
 
 
 SQS, SNS, API = "orders-single.json", "sns-sale.json", "api-payment-http-api.json"

@@ -8,17 +8,14 @@ duplicate, or dead-lettered as permanent), 1 when it raised (Lambda would retry 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from typer.testing import Result
 
 from exactly_once_ops.sample_sns_events import SUBSCRIPTION_ARN, TOPIC_ARN
 from exactly_once_ops.sns_events import lambda_sns_event, sns_envelope, timestamp
-from local_aws.dynamodb_local import DynamoDBLocal
-from tests.cli.support import Invoke, QueuePair, drain
+from tests.cli.support import InvokeWith, QueuePair, drain
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -27,37 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
 
 pytestmark = pytest.mark.usefixtures("restored_environment", "layer_logs_to_current_stdout")
-
-InvokeWith = Callable[[str, str], Result]
-
-
-@pytest.fixture
-def invoke(
-    cli: Invoke,
-    orders: QueuePair,
-    fresh_idempotency_table: str,
-    ledger_table: str,
-    scope: str,
-    monkeypatch: pytest.MonkeyPatch,
-    dynamodb_local: DynamoDBLocal,
-) -> InvokeWith:
-    """`eonce invoke NAME --event FILE` with the test's tables, scope and DLQ (the orders
-    pair's); no --source: the checkout's registries name the code folder."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
-    settings = {
-        "IDEMPOTENCY_TABLE": fresh_idempotency_table,
-        "LEDGER_TABLE": ledger_table,
-        "SUBSCRIBER_SCOPE": scope,
-        "CONSUMER_SCOPE": scope,
-        "DEAD_LETTER_QUEUE_URL": orders.dlq,
-        "SNS_ENVELOPE": "auto",  # as the stack sets it on a queue subscribed to a topic
-    }
-    options = [arg for name, value in settings.items() for arg in ("--env", f"{name}={value}")]
-
-    def run(name: str, event: str) -> Result:
-        return cli("invoke", name, "--no-from-stack", "--event", event, *options)
-
-    return run
 
 
 def sale_event(tmp_path: Path, sale: dict[str, object], message_id: str) -> str:

@@ -20,17 +20,6 @@ from tests.cli.support import REGION, Invoke
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
-    from mypy_boto3_dynamodb import DynamoDBClient
-
-
-@pytest.fixture
-def store(ddb: DynamoDBClient, fresh_idempotency_table: str) -> IdempotencyStore:
-    return IdempotencyStore(fresh_idempotency_table, client=ddb)
-
-
-@pytest.fixture
-def at_dynamodb_local(monkeypatch: pytest.MonkeyPatch, dynamodb_local: DynamoDBLocal) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
 
 
 def stuck(store: IdempotencyStore, scope: str, key: str) -> None:

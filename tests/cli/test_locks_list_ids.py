@@ -10,22 +10,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from exactly_once import IdempotencyStore
-from local_aws.dynamodb_local import DynamoDBLocal
 from tests.cli.support import Invoke
 from tests.cli.test_locks import failed, stuck
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
-
-
-@pytest.fixture
-def store(ddb: DynamoDBClient, fresh_idempotency_table: str) -> IdempotencyStore:
-    return IdempotencyStore(fresh_idempotency_table, client=ddb)
-
-
-@pytest.fixture
-def at_dynamodb_local(monkeypatch: pytest.MonkeyPatch, dynamodb_local: DynamoDBLocal) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
+    pass
 
 
 LONG_KEY = "o-2026-01-01-customer-1234567890-order-line-0001-of-0003"
