@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -23,6 +24,7 @@ from exactly_once_ops.local_state import (
 )
 from exactly_once_ops.targets import DEFAULT_STACK, consumers_in, subscribers_in, topics_in
 from local_aws.launcher import StartFailed, start_background
+from local_aws.signals import Terminated, terminate_on_signals
 
 
 def state_paths() -> StatePaths:
@@ -83,6 +85,8 @@ def up_cmd(
     """Start the local stack in the background: moto + DynamoDB Local, deploy, poll until `down`.
 
     Exits 1 if a stack is already up (one per state folder, `.local/` or $EONCE_STATE_DIR).
+    Ctrl-C, SIGTERM or SIGHUP before the stack is up stops everything it had started, and exits
+    128 + the signal's number.
     `--store postgres` also starts a PostgreSQL server (its cluster in the state folder's
     postgres/, made anew at each `up`), the functions' idempotency store.
     """
@@ -91,12 +95,22 @@ def up_cmd(
     console = stdout()
     started = time.monotonic()
     try:
-        with console.status(f"Starting {store.servers}, deploying the CDK app..."):
+        # A stop signal while it starts stops what the serving process started (which runs in
+        # a session of its own, so the signal reaches only this process), and says so.
+        with (
+            terminate_on_signals(),
+            console.status(f"Starting {store.servers}, deploying the CDK app..."),
+        ):
             state, stale = start_background(
                 paths, stack=stack, workers=workers, timeout_s=timeout, store=store.value
             )
-    except (AlreadyUp, StartFailed) as exc:
+    except AlreadyUp as exc:
         fail(str(exc))
+    except StartFailed as exc:
+        fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt as exc:  # before the serving process was started: nothing to stop
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        fail(f"start-up interrupted by {signal.Signals(signum).name}", 128 + signum)
     if stale is not None:
         stderr().print(f"[dim]removed the state of a stack that died (pid {stale.pid})[/]")
     console.print(

@@ -2,6 +2,9 @@
 
 The serving process runs in a session of its own, so closing the terminal that started it or
 pressing Ctrl-C there leaves it alone; only `down` (SIGTERM) or a signal sent to it stops it.
+While `up` still waits for it to start, `up` is the one told to stop (Ctrl-C, or SIGTERM and
+SIGHUP under `terminate_on_signals`): it passes that on, so an interrupted start-up leaves no
+stack behind.
 A PostgreSQL store's server is no descendant of it (pg_ctl detaches the server), so `down`
 counts it among the stack's processes through its data directory in the state folder.
 """
@@ -27,10 +30,31 @@ from local_aws.processes import (
     stat,
     wait_gone,
 )
+from local_aws.signals import Terminated
 
 
 class StartFailed(RuntimeError):
     """The serving process exited or timed out before the stack was up."""
+
+    exit_code = 1
+
+
+class StartInterrupted(StartFailed):
+    """`up` was told to stop (Ctrl-C, SIGTERM, SIGHUP) before the stack was up; the serving
+    process and everything it had started are stopped by then. Exits 128 + the signal's number,
+    as a shell reports a process a signal ended."""
+
+    def __init__(self, signum: int, left: list[ProcessId]) -> None:
+        name = signal.Signals(signum).name
+        pids = ", ".join(str(p.pid) for p in left)
+        what = (
+            f"but {len(left)} of its processes would not stop: {pids}"
+            if left
+            else "everything it had started is stopped"
+        )
+        super().__init__(f"start-up interrupted by {name}: {what}")
+        self.exit_code = 128 + signum
+        self.left = left
 
 
 def start_background(
@@ -66,8 +90,12 @@ def start_background(
         )
     try:
         return _wait_ready(paths, proc, timeout_s), stale
+    except KeyboardInterrupt as exc:  # SIGTERM/SIGHUP too, under `terminate_on_signals`
+        left = _stop_child(proc, paths)
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        raise StartInterrupted(signum, left) from None
     except BaseException:
-        _stop_child(proc)
+        _stop_child(proc, paths)
         raise
 
 
@@ -90,14 +118,28 @@ def _wait_ready(paths: StatePaths, proc: subprocess.Popen[bytes], timeout_s: flo
         time.sleep(0.2)
 
 
-def _stop_child(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a serving process that never got ready, with everything it started."""
+def _stop_child(proc: subprocess.Popen[bytes], paths: StatePaths) -> list[ProcessId]:
+    """Stop a serving process that never got ready, with everything it started; return what
+    still runs after that (nothing, unless even SIGKILL failed).
+
+    SIGTERM lets it stop its children itself (moto, java, the CDK CLI's process group, the
+    workers); whatever is left in its session afterwards (it was killed, or something outlived
+    it) is killed here, and so is a PostgreSQL server it left (no member of the session).
+    """
+    started = {p.id for p in session_members(proc.pid) if p.pid != proc.pid}
     proc.terminate()
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         kill([p.id for p in session_members(proc.pid)])
         proc.wait()
+        paths.remove_state()  # it could not remove them itself
+        paths.remove_assemblies()
+    started |= {p.id for p in session_members(proc.pid)}  # what it started since
+    survivors = wait_gone(started, 15)
+    kill(survivors)
+    _stop_orphaned_server(paths)
+    return wait_gone(survivors, 5)
 
 
 def last_error(paths: StatePaths) -> str:
