@@ -10,9 +10,10 @@ without it they say so.
 from __future__ import annotations
 
 import importlib.util
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer import _click
 
 from exactly_once_cli.common import CliError, OneLineErrorGroup
 from exactly_once_cli.consumers import consumers_cmd
@@ -25,6 +26,7 @@ from exactly_once_cli.publish import publish_cmd
 from exactly_once_cli.replay import replay_app
 from exactly_once_cli.send import send_cmd
 from exactly_once_cli.status import status_cmd
+from exactly_once_ops.local_target import local_target
 from exactly_once_ops.targets import AwsTarget
 
 app = typer.Typer(
@@ -56,8 +58,34 @@ def global_options(
         ),
     ] = None,
 ) -> None:
-    """Options that apply to every command; they go before the command name."""
-    ctx.obj = AwsTarget(endpoint_url=endpoint_url or None, profile=profile, region=region)
+    """Options that apply to every command; they go before the command name.
+
+    Without any (nor AWS_ENDPOINT_URL, AWS_PROFILE or AWS_ACCESS_KEY_ID; a region variable
+    alone names no account), a local stack that `eonce up` serves is the target, and its stack
+    the default --stack (exactly_once_ops.local_target).
+    """
+    typed = ctx.get_parameter_source("region") is _click.core.ParameterSource.COMMANDLINE
+    local = local_target(endpoint_url, profile, region if typed else None)
+    ctx.obj = local or AwsTarget(endpoint_url=endpoint_url or None, profile=profile, region=region)
+    if local is not None and local.local is not None:
+        ctx.default_map = stack_defaults(ctx.command, local.local.stack)
+
+
+DEPLOYING_COMMANDS = ("run", "chaos", "up")
+"""Commands whose --stack names a stack they deploy, not one to find: no local default."""
+
+
+def stack_defaults(command: object, stack: str) -> dict[str, Any]:
+    """A click default map giving every command's --stack (at any depth) the value `stack`;
+    the option and EONCE_STACK still win over it."""
+    commands = getattr(command, "commands", None)
+    if not isinstance(commands, dict):
+        return {"stack": stack}
+    return {
+        name: stack_defaults(sub, stack)
+        for name, sub in commands.items()
+        if name not in DEPLOYING_COMMANDS
+    }
 
 
 app.command("consumers")(consumers_cmd)

@@ -180,8 +180,20 @@ class OneLineErrorGroup(TyperGroup):
 
 
 def aws_target(ctx: typer.Context) -> AwsTarget:
-    """The target the global options chose (the root callback stores it in `ctx.obj`)."""
-    target = ctx.find_root().obj
+    """The target the global options chose (the root callback stores it in `ctx.obj`); the
+    first call of a run says so on stderr when it is the local stack, found by itself."""
+    root = ctx.find_root()
+    target = root.obj
     if not isinstance(target, AwsTarget):
         raise CliError("internal: global options were not parsed")
+    if target.local is not None and not root.meta.get(LOCAL_NOTED):
+        root.meta[LOCAL_NOTED] = True
+        stderr().print(
+            f"[dim]using the local stack {escape(target.local.stack)} (pid {target.local.pid}) "
+            f"at {target.endpoint_url}[/]"
+        )
     return target
+
+
+LOCAL_NOTED = "eonce.local_noted"
+"""Set on the root context once the local stack was named as the target: said once a run."""

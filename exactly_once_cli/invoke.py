@@ -140,7 +140,7 @@ def deployed_configuration(
 
 def point_clients_at(target: AwsTarget, dynamodb: Endpoint) -> None:
     """The handler's own clients read the environment: give them the CLI's account, region
-    and DynamoDB endpoint.
+    and DynamoDB endpoint (and the local stack's credentials, when it is the target).
 
     Both region variables are set because botocore reads only AWS_DEFAULT_REGION (Lambda sets
     both); without it every record would fail with NoRegionError.
@@ -152,6 +152,8 @@ def point_clients_at(target: AwsTarget, dynamodb: Endpoint) -> None:
         "AWS_ENDPOINT_URL": target.endpoint_url,
         "AWS_ENDPOINT_URL_DYNAMODB": dynamodb.url,
     }
+    if target.local is not None:  # found by itself: its test credentials, not the shell's
+        settings.update(target.local.credentials())
     os.environ.update({name: value for name, value in settings.items() if value})
     clients.reset()
 

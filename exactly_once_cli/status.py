@@ -20,6 +20,7 @@ from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stderr, stdout
 from exactly_once_cli.store_target import DsnOption, database_errors, postgres_store
 from exactly_once_ops.local_state import UpState, UpStats, default_paths, serving
+from exactly_once_ops.local_target import explicit_setting
 from exactly_once_ops.status import PENDING_CAP, StackStatus, stack_status
 from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, stack_outputs
 
@@ -126,9 +127,10 @@ def status_cmd(
         raise CliError("--json prints one document; for a refreshing view drop --json")
     target = aws_target(ctx)
     if target.endpoint_url is None and (paths := default_paths()) and paths.running():
+        named = explicit_setting(None, target.profile, None) or "--region"
         stderr().print(
-            '[dim]note: a local stack is up but no endpoint is set; `eval "$(eonce env)"` '
-            "points this shell at it[/]"
+            f"[dim]note: a local stack is up, but {named} names another target; without it "
+            '(or after `eval "$(eonce env)"`) the CLI uses the local stack[/]'
         )
     if json_output:
         typer.echo(json.dumps(as_json(*collect(target, stack, dsn)), indent=2))

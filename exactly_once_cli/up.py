@@ -67,7 +67,7 @@ def print_started(state: UpState, console: Console) -> None:
         console.print(f"  API          {name} at {url}  (requests signed with SigV4)")
     logs = ", ".join(f"{name} {_short(Path(path))}" for name, path in state.logs.items())
     console.print(f"  logs         {logs}")
-    console.print('In another shell (or `eval "$(eonce env)"`):')
+    console.print('eonce finds it by itself in any shell; for other tools, `eval "$(eonce env)"`:')
     for line in export_lines(state):
         console.print(f"  {line}", markup=False)
 

@@ -111,12 +111,42 @@ def _name_endpoint_on_failure(client: Any, hint: str) -> None:
 
 
 @dataclass(frozen=True)
+class LocalStackTarget:
+    """The stack `eonce up` serves, as a target: its DynamoDB Local and its test credentials
+    (exactly_once_ops.local_target says when the CLI uses it)."""
+
+    pid: int
+    stack: str
+    dynamodb_endpoint_url: str
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None = None
+
+    @property
+    def source(self) -> str:
+        """Where its endpoints came from, for an unreachable-endpoint hint."""
+        return f"the local stack (pid {self.pid}; `eonce status`)"
+
+    def credentials(self) -> dict[str, str]:
+        """As the AWS variables name them."""
+        found = {
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+        }
+        if self.session_token:
+            found["AWS_SESSION_TOKEN"] = self.session_token
+        return found
+
+
+@dataclass(frozen=True)
 class AwsTarget:
-    """The account/emulator the CLI talks to (the global --endpoint-url/--profile/--region)."""
+    """The account/emulator the CLI talks to (the global --endpoint-url/--profile/--region), or
+    the local stack `eonce up` serves when none was named (`local`)."""
 
     endpoint_url: str | None = None
     profile: str | None = None
     region: str | None = None
+    local: LocalStackTarget | None = None
 
     @cached_property
     def region_name(self) -> str:
@@ -131,19 +161,30 @@ class AwsTarget:
         return boto3.Session(profile_name=self.profile).region_name or DEFAULT_REGION
 
     def session(self) -> boto3.Session:
+        if self.local is not None:
+            return boto3.Session(
+                aws_access_key_id=self.local.access_key_id,
+                aws_secret_access_key=self.local.secret_access_key,
+                aws_session_token=self.local.session_token,
+                region_name=self.region_name,
+            )
         return boto3.Session(profile_name=self.profile, region_name=self.region_name)
 
     def endpoint(self, service: str, outputs: Mapping[str, str] | None = None) -> Endpoint:
         """`AWS_ENDPOINT_URL_<SERVICE>`, else (DynamoDB) the stack's `LocalDynamoDbEndpoint`
-        output, else --endpoint-url / AWS_ENDPOINT_URL, else AWS's own endpoint.
+        output or the local stack's DynamoDB Local, else --endpoint-url / AWS_ENDPOINT_URL (or
+        the local stack's moto), else AWS's own endpoint.
         """
         variable = service_endpoint_variable(service)
         if url := os.environ.get(variable):
             return Endpoint(url, variable)
         if service == "dynamodb" and (url := (outputs or {}).get(LOCAL_DYNAMODB_ENDPOINT)):
             return Endpoint(url, f"the stack output {LOCAL_DYNAMODB_ENDPOINT}")
+        if service == "dynamodb" and self.local is not None:
+            return Endpoint(self.local.dynamodb_endpoint_url, self.local.source)
         if self.endpoint_url:
-            return Endpoint(self.endpoint_url, "--endpoint-url / AWS_ENDPOINT_URL")
+            source = self.local.source if self.local else "--endpoint-url / AWS_ENDPOINT_URL"
+            return Endpoint(self.endpoint_url, source)
         return Endpoint(None)
 
     def client(self, service: str, endpoint: Endpoint | None = None) -> Any:
