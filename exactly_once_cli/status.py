@@ -1,5 +1,5 @@
 """`status`: per consumer (and topic subscriber), queue and DLQ depth, pending records and
-(local stack) what ran."""
+(local stack) what ran and the health of its worker processes."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from exactly_once.stores.protocol import Store
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stderr, stdout
 from exactly_once_cli.store_target import DsnOption, database_errors, postgres_store
-from exactly_once_ops.local_state import UpState, UpStats, default_paths, serving
+from exactly_once_ops.local_state import UpState, UpStats, WorkerHealth, default_paths, serving
 from exactly_once_ops.local_target import explicit_setting
 from exactly_once_ops.status import PENDING_CAP, StackStatus, stack_status
 from exactly_once_ops.targets import DEFAULT_STACK, AwsTarget, stack_outputs
@@ -59,6 +59,7 @@ def as_json(status: StackStatus, state: UpState | None, stats: UpStats | None) -
         entry: dict[str, Any] = asdict(c)
         if stats is not None:
             entry["since_start"] = {k: stats.count(c.consumer, k) for k in SINCE_START}
+            entry["workers"] = _health_json(stats.health(c.consumer))
         consumers.append(entry)
     subscribers = []
     for s in status.subscribers:
@@ -67,6 +68,7 @@ def as_json(status: StackStatus, state: UpState | None, stats: UpStats | None) -
             entry["since_start"] = {
                 k: stats.subscriber_count(s.subscriber, k) for k in SUBSCRIBER_SINCE_START
             }
+            entry["workers"] = _health_json(stats.health(s.subscriber))
         subscribers.append(entry)
     local = None
     if state is not None:
@@ -80,8 +82,17 @@ def as_json(status: StackStatus, state: UpState | None, stats: UpStats | None) -
     }
 
 
+def _health_json(health: WorkerHealth | None) -> dict[str, Any] | None:
+    return None if health is None else {**asdict(health), "state": health.describe()}
+
+
+def _health_cell(health: WorkerHealth | None) -> str:
+    return "-" if health is None else health.describe()
+
+
 def render(stack: str, status: StackStatus, state: UpState | None, stats: UpStats | None) -> Group:
-    """Queues and pending records per consumer; for the `up` stack, what ran since it started."""
+    """Queues and pending records per consumer; for the `up` stack, what ran since it started
+    and its worker processes (running, replaced, or failing and why)."""
     now = Table(title=f"{stack}: queues and pending records")
     for name in ("consumer", "visible", "in flight", "DLQ", "IN_PROGRESS", "FAILED"):
         now.add_column(name, justify="left" if name == "consumer" else "right", no_wrap=True)
@@ -98,13 +109,19 @@ def render(stack: str, status: StackStatus, state: UpState | None, stats: UpStat
         since = Table(title=f"since `up` at {state.started_at} (pid {state.pid})")
         for name in ("consumer", "processed", "duplicates", "dead-lettered"):
             since.add_column(name, justify="left" if name == "consumer" else "right")
+        since.add_column("workers", justify="left")
         for c in status.consumers:
-            since.add_row(c.consumer, *(str(stats.count(c.consumer, k)) for k in SINCE_START))
+            counts = [str(stats.count(c.consumer, k)) for k in SINCE_START]
+            since.add_row(c.consumer, *counts, _health_cell(stats.health(c.consumer)))
         for s in status.subscribers:
             ran = [stats.subscriber_count(s.subscriber, k) for k in SINCE_START]
             ran[-1] += stats.subscriber_count(s.subscriber, "dead_lettered")  # after retries
-            since.add_row(f"{s.subscriber} (SNS)", *map(str, ran))
+            workers = _health_cell(stats.health(s.subscriber))
+            since.add_row(f"{s.subscriber} (SNS)", *map(str, ran), workers)
         parts.append(since)
+        for name, health in stats.workers.items():
+            if health.failing:
+                parts.append(Text(f"{name}: workers failing: {health.failing}", style="red"))
     return Group(*parts)
 
 

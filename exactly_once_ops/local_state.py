@@ -3,9 +3,10 @@
 The process serving the local stack holds `up.lock` for its whole life, so the kernel, not a
 pid that may have been reused, says whether it still runs. It writes `up.json` once it is
 ready (endpoints, region, the stack's outputs, the variables a shell needs, log paths) and
-`up-stats.json` about once a second (the poller's counts per consumer since it started), and
-removes both when it stops. The folder is `$EONCE_STATE_DIR`, else `.local/` in the checkout
-that holds `local_aws` (an installed `eonce` without a checkout has no local stack).
+`up-stats.json` about once a second (the poller's counts per consumer since it started, and
+the health of each function's worker processes), and removes both when it stops. The folder
+is `$EONCE_STATE_DIR`, else `.local/` in the checkout that holds `local_aws` (an installed
+`eonce` without a checkout has no local stack).
 """
 
 from __future__ import annotations
@@ -69,14 +70,46 @@ class UpState:
 
 
 @dataclass(frozen=True)
+class WorkerHealth:
+    """One function's worker processes as their supervisor sees them (local_aws.workers): how
+    many it runs, how many are alive, how many it replaced after they died, and, once it gave
+    up replacing them, why (`failing`), as Lambda marks a function whose environments keep
+    failing to start."""
+
+    workers: int
+    running: int = 0
+    restarts: int = 0
+    failing: str = ""
+
+    def describe(self) -> str:
+        """'2/2 running', '2/2 running, restarted 1 time', 'failing, 0/2 running'."""
+        alive = f"{self.running}/{self.workers} running"
+        if self.failing:
+            return f"failing, {alive}"
+        if self.restarts:
+            times = "time" if self.restarts == 1 else "times"
+            return f"{alive}, restarted {self.restarts} {times}"
+        return alive
+
+
+@dataclass(frozen=True)
 class UpStats:
     """The contents of `up-stats.json`: outcome counts per consumer since the poller started,
     and per direct topic subscriber since the SNS delivery started (kept apart: a subscriber's
-    counts are deliveries, not queue messages)."""
+    counts are deliveries, not queue messages), and each one's worker health (by the same
+    names)."""
 
     updated_at: str
     consumers: dict[str, dict[str, int]] = field(default_factory=dict)
     subscribers: dict[str, dict[str, int]] = field(default_factory=dict)
+    workers: dict[str, WorkerHealth] = field(default_factory=dict)
+
+    def health(self, name: str) -> WorkerHealth | None:
+        """The workers of a consumer or subscriber (any case), if the stats name them."""
+        for label, health in self.workers.items():
+            if label.lower() == name.lower():
+                return health
+        return None
 
     def count(self, consumer: str, outcome: str) -> int:
         for name, counts in self.consumers.items():
@@ -164,6 +197,10 @@ class StatePaths:
             updated_at=str(data["updated_at"]),
             consumers=dict(data["consumers"]),
             subscribers=dict(data.get("subscribers") or {}),
+            workers={
+                label: WorkerHealth(**health)
+                for label, health in (data.get("workers") or {}).items()
+            },
         )
 
     def remove_state(self) -> None:
