@@ -34,7 +34,7 @@ from local_aws.api_workload import ApiReport, ApiWorkload, describe, run_api_wor
 from local_aws.demo import Workload, dead_letter_reasons
 from local_aws.demo_report import DemoReport, build_report
 from local_aws.demo_workload import CONSUMERS, SentWorkload, send_workload
-from local_aws.local_deploy import ROOT
+from local_aws.local_deploy import ROOT, DeployError
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
 from local_aws.poller import Poller, describe_bindings, wait_until_drained
@@ -264,7 +264,8 @@ def run_cmd(
     """Run everything locally: moto + DynamoDB Local, deploy, poll, publish and send a workload,
     report.
 
-    Exits 1 if a check failed. SIGTERM and SIGHUP stop it as Ctrl-C does, children included.
+    Exits 1 if a check failed, or if the deploy failed (one line: the CDK CLI's reason).
+    SIGTERM and SIGHUP stop it as Ctrl-C does, children included.
     The SNS retry delays are short locally (EONCE_SNS_RETRY_DELAYS, default "0.5,1").
     `--store postgres` also starts a PostgreSQL server, migrated, as every function's
     idempotency store (IDEMPOTENCY_DSN), and checks the ledger there (a temporary cluster,
@@ -311,8 +312,11 @@ def run_cmd(
         postgres = None
         if store is LocalStore.postgres:
             postgres = long_lived_postgres(paths) if paths is not None else LocalPostgres()
-        with console.status(f"Starting {store.servers}, deploying the CDK app..."):
-            stack = running.enter_context(LocalStack(postgres=postgres))
+        try:
+            with console.status(f"Starting {store.servers}, deploying the CDK app..."):
+                stack = running.enter_context(LocalStack(postgres=postgres))
+        except DeployError as exc:  # one line with the CDK CLI's reason, not two tracebacks
+            fail(str(exc))
         console.print(f"[green]✓[/] stack deployed in {time.monotonic() - started:.1f}s")
         if stack.postgres is not None:
             console.print(

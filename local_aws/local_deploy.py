@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,7 +34,56 @@ BUILD_DIR = ROOT / "build"
 
 
 class DeployError(RuntimeError):
-    """`cdk deploy` failed; the message carries the end of its output."""
+    """`cdk deploy` failed. The message is one line with the CLI's own reason (`failure_reason`),
+    what `run` and `up` print; `output` is the end of what the CLI printed, for a log."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+TRACEBACK = "Traceback (most recent call last):"
+CLI_ERROR_MARKS = ("❌", "‣")  # the CDK CLI's failure line, and each cause it prints below it
+SUBPROCESS_EXIT = re.compile(r": Subprocess exited with error \d+$")  # says only "the app failed"
+NAMED_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)\b:.*)")
+QUALIFIED = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+\.(?=[A-Za-z_]\w*:)")
+
+
+def failure_reason(output: str) -> str:
+    """Why `cdk deploy` failed, in one line, from everything it printed.
+
+    In order: the exception that ended the app at synth (the last Python traceback's exception
+    line(s), at most five, named without its module), else the CLI's own error lines (`❌ Shop
+    failed to deploy`, `‣ ToolkitError: ... ROLLBACK_COMPLETE: ...`), else the last line naming
+    an error, else the last line. The whole output is read, not a tail: a deep traceback would
+    push its first line out of one.
+    """
+    lines = [line.rstrip() for line in output.splitlines()]
+    if TRACEBACK in lines:
+        start = len(lines) - lines[::-1].index(TRACEBACK)
+        while start < len(lines) and lines[start][:1] in (" ", "\t"):  # frames, code, carets
+            start += 1
+        exception: list[str] = []
+        for line in lines[start:]:
+            if SUBPROCESS_EXIT.search(line) or line.lstrip().startswith(CLI_ERROR_MARKS):
+                break
+            if line.strip() and not line.strip().startswith("at "):  # a jsii error's JS stack
+                exception.append(line.strip())
+        if exception:
+            return " ".join([QUALIFIED.sub("", exception[0]), *exception[1:5]])
+    marked = [
+        line.strip().lstrip("".join(CLI_ERROR_MARKS)).strip()
+        for line in lines
+        if line.lstrip().startswith(CLI_ERROR_MARKS)
+    ]
+    if marked:
+        return ": ".join(dict.fromkeys(marked))
+    texts = [line.strip() for line in lines if line.strip()]
+    named = [m.group(1) for line in texts if (m := NAMED_ERROR.search(line))]
+    if named:
+        return named[-1]
+    useful = [line for line in texts if not SUBPROCESS_EXIT.search(line)]
+    return (useful or texts or ["no output"])[-1]
 
 
 def _context_args(context: Mapping[str, Any]) -> list[str]:
@@ -132,8 +182,11 @@ def deploy(
         ]
         result = run_in_own_group(cmd, env=env, timeout_s=timeout_s)
         if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
-            raise DeployError(f"cdk deploy failed ({result.returncode}):\n{tail}")
+            printed = "\n".join((result.stdout, result.stderr))
+            raise DeployError(
+                f"cdk deploy failed ({result.returncode}): {failure_reason(printed)}",
+                output="\n".join(printed.splitlines()[-40:]),
+            )
         outputs: dict[str, dict[str, str]] = json.loads(outputs_file.read_text())
         names = [str(wanted)] if wanted in outputs else sorted(outputs)
         if len(names) != 1:

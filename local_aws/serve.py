@@ -31,6 +31,7 @@ from exactly_once_ops.local_state import (
     utc_now,
 )
 from local_aws.api_server import ApiServer
+from local_aws.local_deploy import DeployError
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
 from local_aws.moto_server import REGION, MotoServer
@@ -217,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"error: {exc}")
             return 3
         except Exception as exc:
-            traceback.print_exc()
+            if isinstance(exc, DeployError):  # the CLI's own output says more than our stack
+                print(exc.output, flush=True)
+            else:
+                traceback.print_exc()
             _log(f"error: {one_line(exc)}")  # the line `up` shows
             return 1
     _log("stopped")
