@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
@@ -201,8 +203,40 @@ class AwsTarget:
         return client
 
     def cloudformation(self) -> CloudFormationClient:
+        """Its stack outputs name queues at the SQS endpoint in use (`emulator_queue_urls`)."""
         client: CloudFormationClient = self.client("cloudformation")
+        sqs = self.endpoint("sqs").url
+        if sqs and not is_aws_endpoint(sqs):
+            client.meta.events.register(
+                "after-call.cloudformation.DescribeStacks", emulator_queue_urls(sqs)
+            )
         return client
+
+
+AWS_QUEUE_URL = re.compile(r"^https://sqs\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/(\d{12}/[^/]+)$")
+
+
+def is_aws_endpoint(url: str) -> bool:
+    """An endpoint of AWS itself (a regional or VPC endpoint), not an emulator's."""
+    host = urlsplit(url).hostname or ""
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+
+def emulator_queue_urls(sqs_endpoint: str) -> Callable[..., None]:
+    """A DescribeStacks hook: each output that is a queue URL in AWS's form (moto's
+    CloudFormation gives `https://sqs.<region>.amazonaws.com/<account>/<name>` for a queue's
+    Ref, whatever its endpoint) becomes the URL the emulator's SQS itself answers with
+    (`<endpoint>/<account>/<name>`), so what the CLI prints never looks like real AWS."""
+    base = sqs_endpoint.rstrip("/")
+
+    def rewrite(parsed: dict[str, Any], **_: Any) -> None:
+        for stack in parsed.get("Stacks", []):
+            for output in stack.get("Outputs", []):
+                found = AWS_QUEUE_URL.match(str(output.get("OutputValue", "")))
+                if found:
+                    output["OutputValue"] = f"{base}/{found.group(1)}"
+
+    return rewrite
 
 
 def consumers_in(outputs: Mapping[str, str]) -> list[str]:
