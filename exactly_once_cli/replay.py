@@ -53,6 +53,7 @@ from exactly_once_ops.replay import (
     MessageFilter,
     queue_depth,
 )
+from exactly_once_ops.stack_template import subscribed_topics
 from exactly_once_ops.subscriber_replay import (
     LAMBDA_DLQ,
     ON_FAILURE,
@@ -650,7 +651,8 @@ def subscriber_cmd(
         str | None,
         typer.Option(
             help="The topic the `permanent` messages came from (default: the topic the "
-            "function is subscribed to, else the stack's only topic)."
+            "function is subscribed to, by SNS or the stack's template, else the stack's only "
+            "topic)."
         ),
     ] = None,
     source: Annotated[
@@ -672,7 +674,8 @@ def subscriber_cmd(
     subscription = find_subscription(
         target.client("sns"),
         str(config.get("FunctionArn", found.function_name)),
-        [outputs[f"{topic}{TOPIC_ARN}"] for topic in topics_in(outputs)],
+        subscribed_topics(target.cloudformation(), stack, found.function_name)
+        or [outputs[f"{topic}{TOPIC_ARN}"] for topic in topics_in(outputs)],
         topic_arn,
     )
     options = SubscriberOptions(
