@@ -74,7 +74,7 @@ def test_the_staged_asset_ships_the_targets_bytecode(
     assert len(sources) > 100
     assert {p.name for p in compiled} == {f"{p.stem}.{cache_tag}.pyc" for p in sources}
     assert (
-        asset / "python" / "exactly_once" / "__pycache__" / f"consumer.{cache_tag}.pyc"
+        asset / "python" / "exactly_once" / "sqs" / "__pycache__" / f"consumer.{cache_tag}.pyc"
     ).is_file()
 
 

@@ -40,7 +40,7 @@ TEMPLATE = {"Resources": {"Orders": table("shop-orders"), "Records": table("shop
 def test_every_table_of_the_stack_is_mirrored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def deploy(endpoint_url: str, context: dict[str, Any]) -> Deployment:
+    def deploy(endpoint_url: str, context: dict[str, Any], **_: Any) -> Deployment:
         assembly = tmp_path / "assembly"
         assembly.mkdir()
         (assembly / "stack.template.json").write_text(json.dumps(TEMPLATE))
