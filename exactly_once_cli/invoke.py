@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from exactly_once import clients
 from exactly_once_cdk.outputs import FUNCTION_NAME
@@ -204,13 +205,13 @@ def print_results(consumer: str, results: list[Any]) -> None:
     for column in ("messageId", "key", "outcome", "reported failed", "fence", "reason"):
         table.add_column(column)
     for r in results:
-        table.add_row(
-            r.message_id,
-            r.key or "-",
+        table.add_row(  # keys and reasons are the application's text, never rich markup
+            Text(r.message_id),
+            Text(r.key or "-"),
             r.outcome.value,
             "yes" if r.report_failure else "no",
             str(r.fence or "-"),
-            r.reason or "",
+            Text(r.reason or ""),
         )
     stdout().print(table)
 

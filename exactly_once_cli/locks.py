@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from exactly_once import IdempotencyStore, Status, StoredRecord
 from exactly_once.keys import HASHED_PREFIX, storable_key
@@ -180,14 +181,14 @@ def list_cmd(
         if r.error and not r.error.retryable:
             error += " (permanent)"
         lease = r.lease_expires_at_ms if r.status is Status.IN_PROGRESS else None
-        grid.add_row(
-            r.record_id,
+        grid.add_row(  # keys, owners and errors are the application's text, never markup
+            Text(r.record_id),
             r.status.value,
             str(r.fence),
             str(r.attempts),
-            r.owner or "-",
+            Text(r.owner or "-"),
             "-" if lease is None else age(lease / 1000, now),
-            error,
+            Text(error),
         )
     out = stdout()
     # a console too narrow for the ids and the other columns' minimum gets wider (a terminal

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.table import Table
+from rich.text import Text
 from typer import _click  # typer 0.29 vendors click; its context and command types live here
 
 from exactly_once_cdk.outputs import LOCAL_DYNAMODB_ENDPOINT, TOPIC_ARN
@@ -206,7 +207,7 @@ def _copy_summary(report: CopyReport, options: CopyOptions) -> bool:
         for column in columns:
             table.add_column(column, overflow="fold")
         for item in report.previews:
-            table.add_row(
+            cells = (
                 item["messageId"],
                 item["groupId"] or "",
                 item["errorType"] or "",
@@ -214,6 +215,7 @@ def _copy_summary(report: CopyReport, options: CopyOptions) -> bool:
                 ", ".join(item["attributes"]),
                 item["body"][:120],
             )
+            table.add_row(*map(Text, cells))  # the message's text, never rich markup
         out.print(table)
     summary = Table(title="replay copy" + (DRY_RUN_NOTE if options.dry_run else ""))
     row: dict[str, int | None]
