@@ -60,9 +60,10 @@ def global_options(
 ) -> None:
     """Options that apply to every command; they go before the command name.
 
-    Without any (nor AWS_ENDPOINT_URL, AWS_PROFILE or AWS_ACCESS_KEY_ID; a region variable
-    alone names no account), a local stack that `eonce up` serves is the target, and its stack
-    the default --stack (exactly_once_ops.local_target).
+    Without any (nor AWS_ENDPOINT_URL, AWS_PROFILE, AWS_ACCESS_KEY_ID or another variable that
+    names a profile or credentials; a region variable alone names no account), a local stack
+    that `eonce up` serves is the target, and its stack the default --stack
+    (exactly_once_ops.local_target).
     """
     typed = ctx.get_parameter_source("region") is _click.core.ParameterSource.COMMANDLINE
     local = local_target(endpoint_url, profile, region if typed else None)

@@ -6,7 +6,10 @@ exactly_once_ops.local_state) when that stack is up and nothing names a target e
 
 - no `--endpoint-url`, `--profile` or `--region` option on the command line;
 - none of AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>, AWS_PROFILE or AWS_ACCESS_KEY_ID in
-  the environment.
+  the environment, nor the other variables through which botocore finds a profile or
+  credentials: AWS_DEFAULT_PROFILE (botocore's older name for AWS_PROFILE), a web identity
+  (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE: EKS, CI) or a container's credentials endpoint
+  (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI: ECS, CodeBuild, aws-vault --ecs-server).
 
 Any of them is an explicit choice and wins, as before. A region variable alone (AWS_REGION,
 AWS_DEFAULT_REGION, which many shells export for every tool) names no account, and neither do
@@ -23,8 +26,18 @@ from collections.abc import Mapping
 from exactly_once_ops.local_state import default_paths
 from exactly_once_ops.targets import AwsTarget, LocalStackTarget
 
-EXPLICIT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_ACCESS_KEY_ID")
-"""Variables that name a target (with any AWS_ENDPOINT_URL_<SERVICE>)."""
+EXPLICIT_VARIABLES = (
+    "AWS_ENDPOINT_URL",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+"""Variables that name a target (with any AWS_ENDPOINT_URL_<SERVICE>): an endpoint, a profile,
+or credentials botocore would use (a web identity's role, a container's credentials endpoint)."""
 
 
 def explicit_setting(
