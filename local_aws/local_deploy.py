@@ -56,11 +56,14 @@ def failure_reason(output: str) -> str:
     line(s), at most five, named without its module), else the CLI's own error lines (`❌ Shop
     failed to deploy`, `‣ ToolkitError: ... ROLLBACK_COMPLETE: ...`), else the last line naming
     an error, else the last line. The whole output is read, not a tail: a deep traceback would
-    push its first line out of one.
+    push its first line out of one. A traceback the app printed and survived (a logged
+    exception) is no reason: the CLI's error lines after it, without its "Subprocess exited",
+    say the deploy failed later.
     """
     lines = [line.rstrip() for line in output.splitlines()]
-    if TRACEBACK in lines:
-        start = len(lines) - lines[::-1].index(TRACEBACK)
+    after = len(lines) - lines[::-1].index(TRACEBACK) if TRACEBACK in lines else None
+    if after is not None and _ended_the_app(lines[after:]):
+        start = after
         while start < len(lines) and lines[start][:1] in (" ", "\t"):  # frames, code, carets
             start += 1
         exception: list[str] = []
@@ -84,6 +87,14 @@ def failure_reason(output: str) -> str:
         return named[-1]
     useful = [line for line in texts if not SUBPROCESS_EXIT.search(line)]
     return (useful or texts or ["no output"])[-1]
+
+
+def _ended_the_app(after: list[str]) -> bool:
+    """Whether the traceback followed by `after` ended the app: the CLI says its subprocess
+    exited, or prints no error of its own after it."""
+    if any(SUBPROCESS_EXIT.search(line) for line in after):
+        return True
+    return not any(line.lstrip().startswith(CLI_ERROR_MARKS) for line in after)
 
 
 def _context_args(context: Mapping[str, Any]) -> list[str]:
