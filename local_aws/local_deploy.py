@@ -191,7 +191,14 @@ def deploy(
             f"--outputs-file={outputs_file}",
             *_context_args(merged),
         ]
-        result = run_in_own_group(cmd, env=env, timeout_s=timeout_s)
+        try:
+            result = run_in_own_group(cmd, env=env, timeout_s=timeout_s)
+        except subprocess.TimeoutExpired as exc:  # one line, as a failure is, not a traceback
+            printed = "\n".join(_text(part) for part in (exc.stdout, exc.stderr))
+            raise DeployError(
+                f"cdk deploy did not finish within {timeout_s:g}s (stopped)",
+                output="\n".join(printed.splitlines()[-40:]),
+            ) from None
         if result.returncode != 0:
             printed = "\n".join((result.stdout, result.stderr))
             raise DeployError(
@@ -217,6 +224,13 @@ def deploy(
     if outdir is not None:  # the caller's folder holds the assembly: nothing here is needed
         deployment.remove()
     return deployment
+
+
+def _text(output: str | bytes | None) -> str:
+    """A timed-out process's partial output (bytes, whatever the text mode), as text."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 def run_in_own_group(
