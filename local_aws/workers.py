@@ -177,6 +177,9 @@ class WorkerPool(Lifecycle, Generic[Report]):
         self._jobs: list[Job] = []
         self._health: dict[str, WorkerHealth] = {}
         self._exits: dict[str, deque[float]] = {}
+        # dead workers (by id) whose exit is counted but not replaced yet: a failed spawn is
+        # retried at the next round without counting the same exit again
+        self._counted: set[int] = set()
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -242,7 +245,9 @@ class WorkerPool(Lifecycle, Generic[Report]):
         policy = self.restart_policy
         now = time.monotonic()
         exits = self._exits.setdefault(label, deque())
-        exits.append(now)
+        if id(proc) not in self._counted:
+            self._counted.add(id(proc))
+            exits.append(now)
         while exits and now - exits[0] > policy.window_s:
             exits.popleft()
         died = describe_exit(proc.exitcode)
@@ -260,6 +265,7 @@ class WorkerPool(Lifecycle, Generic[Report]):
             )
             return
         self.processes[index] = self._spawn(self._jobs[index])
+        self._counted.discard(id(proc))
         self._health[label] = replace(health, restarts=health.restarts + 1)
         self.say(
             f"{label}: worker {stem} (pid {proc.pid}) {died}; replaced by a fresh one "
