@@ -15,7 +15,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from exactly_once_ops.local_state import AlreadyUp, StatePaths, UpState
@@ -125,7 +128,30 @@ def _stop_child(proc: subprocess.Popen[bytes], paths: StatePaths) -> list[Proces
     SIGTERM lets it stop its children itself (moto, java, the CDK CLI's process group, the
     workers); whatever is left in its session afterwards (it was killed, or something outlived
     it) is killed here, and so is a PostgreSQL server it left (no member of the session).
+    Another Ctrl-C, SIGTERM or SIGHUP meanwhile is ignored (`uninterruptible`).
     """
+    with uninterruptible():
+        return _stop_and_sweep(proc, paths)
+
+
+@contextmanager
+def uninterruptible() -> Iterator[None]:
+    """Ignore Ctrl-C, SIGTERM and SIGHUP for the block (in the main thread; elsewhere none
+    arrives): a second Ctrl-C from an impatient user, or a SIGTERM after a Ctrl-C, would end the
+    clean-up half-way, `up` would exit and leave what it had not stopped yet running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stops}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stop_and_sweep(proc: subprocess.Popen[bytes], paths: StatePaths) -> list[ProcessId]:
     started = {p.id for p in session_members(proc.pid) if p.pid != proc.pid}
     proc.terminate()
     try:
