@@ -16,11 +16,12 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import boto3
+import botocore.loaders
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
@@ -217,9 +218,24 @@ AWS_QUEUE_URL = re.compile(r"^https://sqs\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/(
 
 
 def is_aws_endpoint(url: str) -> bool:
-    """An endpoint of AWS itself (a regional or VPC endpoint), not an emulator's."""
+    """An endpoint of AWS itself (a regional, FIPS, dual-stack or VPC endpoint, in any
+    partition), not an emulator's."""
     host = urlsplit(url).hostname or ""
-    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+    return host.endswith(aws_dns_suffixes())
+
+
+@cache
+def aws_dns_suffixes() -> tuple[str, ...]:
+    """Every partition's DNS suffixes, as botocore's partitions data names them:
+    ".amazonaws.com", ".api.aws" (dual-stack), ".amazonaws.com.cn", ..."""
+    partitions = botocore.loaders.create_loader().load_data("partitions")["partitions"]
+    found = {".amazonaws.com", ".amazonaws.com.cn"}
+    for partition in partitions:
+        outputs = partition.get("outputs", {})
+        for name in ("dnsSuffix", "dualStackDnsSuffix"):
+            if suffix := outputs.get(name):
+                found.add(f".{suffix}")
+    return tuple(sorted(found))
 
 
 def emulator_queue_urls(sqs_endpoint: str) -> Callable[..., None]:
