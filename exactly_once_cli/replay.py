@@ -793,8 +793,8 @@ def _subscriber_summary(name: str, report: SubscriberReport, options: Subscriber
         last = "result"
     for column in ("messageId", "shape", "SNS MessageId", last):
         table.add_column(column, overflow="fold")
-    for message_id, kind, sns_ids, text in rows:
-        table.add_row(message_id, kind, ", ".join(sns_ids), text)
+    for message_id, kind, sns_ids, text in rows:  # the function's own text, never markup
+        table.add_row(*map(Text, (message_id, kind, ", ".join(sns_ids), text)))
     out.print(table)
     for c in report.unreplayable:
         why = f" ({c.reason})" if c.reason else ""
