@@ -25,11 +25,12 @@ LOCAL_DYNAMODB_ENDPOINT = "LocalDynamoDbEndpoint"
 LOCAL_DYNAMODB_CONTEXT = "localDynamoDbEndpoint"  # the CDK context key that asks for it
 
 # The CloudFormation metadata key each construct writes on what it deploys, so that a reader of
-# the template (the local emulator, `local_aws.deployed_app`) knows the entry points by their
-# construct ids, as the outputs do: {"kind": one of the kinds below, "id": "<Id>"} on an entry
-# point's function and on a topic. What a template alone cannot say is added where it is left
-# out: an API made without API Gateway (`create_api=False`) lists its "routes" ("POST /path"),
-# a subscriber made without its subscription (`subscribe=False`) names its "topic" (the ARN).
+# the template (`exactly_once_ops.app_template`, for the local emulator and `eonce`) knows the
+# entry points by their construct ids, as the outputs do: {"kind": one of the kinds below,
+# "id": "<Id>"} on an entry point's function and on a topic. What a template alone cannot say
+# is added where it is left out: an API made without API Gateway (`create_api=False`) lists its
+# "routes" ("POST /path"), a subscriber made without its subscription (`subscribe=False`) names
+# its "topic" (the ARN).
 ENTRY_POINT_METADATA = "ExactlyOnce"
 KIND_CONSUMER = "consumer"
 KIND_API = "api"

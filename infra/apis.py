@@ -2,7 +2,7 @@
 
 Plain data, no CDK imports: the stack builds one `IdempotentHttpApi` per entry, and
 `eonce invoke` finds a function's code folder here. The local stack never reads it: it learns
-the APIs and their routes from the deployed template (local_aws/deployed_app.py).
+the APIs and their routes from the deployed template (exactly_once_ops/app_template.py).
 """
 
 from __future__ import annotations

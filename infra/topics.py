@@ -2,7 +2,7 @@
 
 Plain data, no CDK imports: the stack builds one `IdempotentTopic` per entry (and an
 `IdempotentSubscriber` per direct subscriber). The local stack never reads it: it learns the
-topics and subscribers from the deployed template (local_aws/deployed_app.py).
+topics and subscribers from the deployed template (exactly_once_ops/app_template.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from local_aws.store_environment import apply_function_environment
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
 
-    from local_aws.deployed_app import DeployedApp
+    from exactly_once_ops.app_model import DeployedApp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,7 +58,7 @@ def discover_api_bindings(lambda_client: LambdaClient, app: DeployedApp) -> list
             ApiBinding(
                 api=api.id,
                 function_name=name,
-                source_dir=str(api.function.source_dir),
+                source_dir=str(api.function.code_folder()),
                 handler=config.get("Handler", api.function.handler),
                 environment=dict(config.get("Environment", {}).get("Variables", {})),
                 timeout_s=int(config.get("Timeout", 29)),

@@ -1,5 +1,5 @@
 """Deploy the CDK app into a local endpoint (moto) with the pinned CDK CLI; return the stack's
-name, outputs and cloud assembly (which `local_aws.deployed_app` reads).
+name, outputs and cloud assembly (which `local_aws.cloud_assembly` reads).
 
 Used by the infra smoke test and by `make run`. The app is synthesized with `localStack=true`:
 no bootstrap stack (the CLI's own credentials upload assets to a bucket created here), no

@@ -2,7 +2,7 @@
 tables, and (`postgres=`) a PostgreSQL server for the idempotency store.
 
 The CDK app is deployed into moto as it would be into an account, and what runs locally is
-read from that deployment (`local_aws.deployed_app`: the assembly's template and the stack's
+read from that deployment (`local_aws.cloud_assembly`: the assembly's template and the stack's
 resources), never from this repository's own registries. The stack's tables are then
 mirrored into DynamoDB Local and every consumer's DynamoDB calls go there, because moto's
 conditional writes are not atomic under concurrency and exactly-once depends on them. With a
@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import boto3
 
 from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT
+from exactly_once_ops.app_model import DeployedApp
 from local_aws.api_server import ApiBinding, discover_api_bindings
+from local_aws.cloud_assembly import read_assembly
 from local_aws.demo import DynamoLedger, LedgerReader
-from local_aws.deployed_app import DeployedApp, read_assembly
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.lifecycle import Lifecycle
 from local_aws.local_deploy import Deployment, deploy
@@ -214,7 +215,7 @@ def discover_bindings(
         bindings.append(
             FunctionBinding(
                 function_name=name,
-                source_dir=str(consumer.function.source_dir),
+                source_dir=str(consumer.function.code_folder()),
                 handler=config.get("Handler", consumer.function.handler),
                 environment=dict(config.get("Environment", {}).get("Variables", {})),
                 timeout_s=int(config.get("Timeout", 30)),

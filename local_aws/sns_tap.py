@@ -1,7 +1,7 @@
 """Tap queues: how the local stack receives a topic's messages for a directly subscribed Lambda.
 
 On AWS, SNS invokes a subscribed function itself. moto cannot run the function (it would try
-Docker on every publish), so for each subscriber of the deployed app (`local_aws.deployed_app`)
+Docker on every publish), so for each subscriber of the deployed app (`local_aws.cloud_assembly`)
 the local stack:
 
 - reads the deployed function from moto: environment, timeout, handler, its asynchronous
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sqs import SQSClient
 
-    from local_aws.deployed_app import DeployedApp, Subscriber
+    from exactly_once_ops.app_model import DeployedApp, Subscriber
 
 TAP_SUFFIX = "-sns-tap"
 
@@ -159,7 +159,7 @@ def bind_subscriber(
     return SubscriberBinding(
         subscriber=subscriber.id,
         function_name=name,
-        source_dir=str(subscriber.function.source_dir),
+        source_dir=str(subscriber.function.code_folder()),
         handler=config.get("Handler", subscriber.function.handler),
         environment=dict(config.get("Environment", {}).get("Variables", {})),
         timeout_s=int(config.get("Timeout", 3)),

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
 
-    from local_aws.deployed_app import Topic
+    from exactly_once_ops.app_model import Topic
     from local_aws.poller import FunctionBinding
     from local_aws.sns_delivery import SubscriberBinding
 

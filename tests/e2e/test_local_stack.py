@@ -38,7 +38,7 @@ def stack() -> Iterator[LocalStack]:
 
 def test_what_runs_is_read_from_the_deployment(stack: LocalStack) -> None:
     """The functions, their code and wiring come from the deployed stack and its assembly
-    (local_aws.deployed_app), not from this repository's registries."""
+    (local_aws.cloud_assembly), not from this repository's registries."""
     assert stack.stack_name == "E2e"
     assert stack.deployment is not None
     assembly = stack.deployment.assembly_dir.resolve()

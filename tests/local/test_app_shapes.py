@@ -16,7 +16,8 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from exactly_once_cdk import IdempotencyTable, IdempotentConsumer, IdempotentTopic
-from local_aws.deployed_app import AppModelError, read_assembly
+from exactly_once_ops.app_model import AppModelError
+from local_aws.cloud_assembly import read_assembly
 
 LAYER_ARN = "arn:aws:lambda:us-east-1:123456789012:layer:other:1"
 
@@ -53,7 +54,7 @@ def test_a_stack_inside_a_stage_is_read_from_its_nested_assembly(tmp_path: Path)
         assert model.stack_name == "Dev-Shop"
         (invoices,) = model.consumers
         assert invoices.id == "Invoices"
-        staged = invoices.function.source_dir
+        staged = invoices.function.code_folder()
         assert staged.is_relative_to(assembly.resolve())
         assert (staged / "handler.py").read_text() == "WHO = 'Dev-Shop-Invoices'\n"
     with pytest.raises(AppModelError, match=r"0 matches for the stack 'Shop'.*\['Dev-Shop'\]"):

@@ -2,7 +2,7 @@
 
 An app unlike this repository's (other construct ids, scopes, handlers and code folders, two
 topics, APIs with and without API Gateway, subscribers with and without their subscription) is
-synthesized in-process with the `exactly_once_cdk` constructs; `local_aws.deployed_app` must
+synthesized in-process with the `exactly_once_cdk` constructs; `local_aws.cloud_assembly` must
 read its consumers, APIs, topics and subscribers from the assembly alone. The functions' code
 runs from the assembly's staged folders, so the local stack keeps it until it stops. (That no
 `local_aws` module imports this repository's app is checked in
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,13 +29,9 @@ from exactly_once_cdk import (
     IdempotentTopic,
 )
 from exactly_once_cdk.outputs import ENTRY_POINT_METADATA
-from local_aws.deployed_app import (
-    AppModelError,
-    DeployedApp,
-    Function,
-    read_assembly,
-    read_template,
-)
+from exactly_once_ops.app_model import AppModelError, DeployedApp, Function
+from exactly_once_ops.app_template import read_template
+from local_aws.cloud_assembly import read_assembly
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.local_deploy import Deployment
 from local_aws.local_stack import LocalStack
@@ -146,7 +143,11 @@ def staged_code(source_dir: Path, assembly: Path) -> str:
 def test_the_consumers_are_the_apps(model: DeployedApp, assembly: Path) -> None:
     assert model.stack_name == "shop-local"
     found = {
-        c.id: (c.function.handler, c.function.scope, staged_code(c.function.source_dir, assembly))
+        c.id: (
+            c.function.handler,
+            c.function.scope,
+            staged_code(c.function.code_folder(), assembly),
+        )
         for c in model.consumers
     }
     assert found == {
@@ -163,7 +164,7 @@ def test_the_apis_and_their_routes(model: DeployedApp, assembly: Path) -> None:
     found = {
         a.id: (a.routes, a.function.handler, a.function.scope)
         for a in model.apis
-        if staged_code(a.function.source_dir, assembly) == CODE[a.id.lower()][1]
+        if staged_code(a.function.code_folder(), assembly) == CODE[a.id.lower()][1]
     }
     assert found == {
         "Refunds": ((("POST", "/refunds"), ("PUT", "/refunds/{id}")), "refunds.serve", "refunds"),
@@ -182,7 +183,7 @@ def test_the_topics_fan_out_to_their_queues_and_subscribers(
             s.retry_attempts,
             s.function.handler,
             s.function.scope,
-            staged_code(s.function.source_dir, assembly),
+            staged_code(s.function.code_folder(), assembly),
         )
         for s in model.subscribers
     }
@@ -213,7 +214,7 @@ def test_the_code_folder_comes_from_the_asset_metadata_the_cli_writes(assembly: 
         (assembly / manifest["artifacts"]["ShopStack"]["properties"]["templateFile"]).read_text()
     )
     by_manifest = read_assembly(assembly)
-    staged = {f.logical_id: f.source_dir for f in functions(by_manifest)}
+    staged = {f.logical_id: f.code_folder() for f in functions(by_manifest)}
     assert len(set(staged.values())) == len(CODE)  # one folder per code folder (audit twice)
     with_metadata = copy.deepcopy(template)
     for logical_id, folder in staged.items():
@@ -234,6 +235,35 @@ def test_functions_no_construct_marked_are_not_entry_points(assembly: Path) -> N
         resource.get("Metadata", {}).pop(ENTRY_POINT_METADATA, None)
     bare = read_template(template, stack_name="s", assembly_dir=assembly)
     assert (bare.consumers, bare.apis, bare.subscribers, bare.topics) == ((), (), (), ())
+
+
+def test_a_template_read_from_cloudformation_gives_the_same_entry_points(
+    model: DeployedApp, assembly: Path
+) -> None:
+    """Without its cloud assembly (the template `get_template` returns, as `eonce` reads it),
+    the one reader still gives every entry point, its wiring and the topics: only the code
+    folders are unknown, and asking for one says why."""
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    template = json.loads(
+        (assembly / manifest["artifacts"]["ShopStack"]["properties"]["templateFile"]).read_text()
+    )
+    read = read_template(template, stack_name=model.stack_name)
+    assert {f.source_dir for f in functions(read)} == {None}
+    assert {f.logical_id for f in functions(read)} == {f.logical_id for f in functions(model)}
+
+    def codeless(function: Function) -> Function:
+        return replace(function, source_dir=None)
+
+    assert read.consumers == tuple(
+        replace(c, function=codeless(c.function)) for c in model.consumers
+    )
+    assert read.apis == tuple(replace(a, function=codeless(a.function)) for a in model.apis)
+    assert read.subscribers == tuple(
+        replace(s, function=codeless(s.function)) for s in model.subscribers
+    )
+    assert (read.topics, read.tables) == (model.topics, model.tables)
+    with pytest.raises(AppModelError, match=r"no code folder .*without its cloud assembly"):
+        read.consumers[0].function.code_folder()
 
 
 class Stopped:

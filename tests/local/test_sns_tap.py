@@ -21,9 +21,9 @@ import boto3
 import pytest
 
 from exactly_once_cdk.outputs import KIND_SUBSCRIBER
+from exactly_once_ops.app_model import DeployedApp, Function, Subscriber, Topic
 from exactly_once_ops.sns_events import parse_envelope
 from local_aws.demo import failure_reason
-from local_aws.deployed_app import DeployedApp, Function, Subscriber, Topic
 from local_aws.moto_server import REGION, MotoServer, aws_env
 from local_aws.sns_delivery import (
     DEAD_LETTER_QUEUE,
@@ -127,7 +127,7 @@ def test_published_messages_reach_the_function_through_its_tap(moto: Moto, tmp_p
     function_arn = create_function(moto, "sales-counter", env)
     lambda_sub = sns.subscribe(TopicArn=topic_arn, Protocol="lambda", Endpoint=function_arn)
 
-    # The deployed app as its template says it (local_aws.deployed_app), bound to moto's names.
+    # The deployed app as its template says it (exactly_once_ops.app_model), bound to moto's names.
     function = Function("CounterFn", KIND_SUBSCRIBER, "handler.handle", source, {})
     subscriber = Subscriber("SalesCounter", function, "SalesTopic", 2, "CounterDlq")
     app = DeployedApp(

@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from exactly_once_cdk.outputs import KIND_SUBSCRIBER
-from local_aws.deployed_app import DeployedApp, Function, Subscriber, Topic
+from exactly_once_ops.app_model import DeployedApp, Function, Subscriber, Topic
 from local_aws.moto_server import REGION, MotoServer, aws_env
 from local_aws.sns_delivery import RetryPolicy
 from local_aws.sns_tap import bind_subscriber
