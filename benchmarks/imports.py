@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.fresh_python import FUNCTIONS, ROOT, probe_env, run_python
-from exactly_once_cdk.bytecode import find_interpreter
+from exactly_once_cdk.bytecode import cache_tag, find_interpreter
 from exactly_once_cdk.layer_build import build_layer, layer_dir
 from exactly_once_cdk.runtime_target import DEFAULT_TARGET
 
@@ -224,7 +224,9 @@ def layer_files(python: str, site: Path, compiled: bool, code: str) -> list[str]
     marker = "# code object from "
     loaded = [Path(line[len(marker) :].strip("'")) for line in lines if line.startswith(marker)]
     files = [f.relative_to(site).as_posix() for f in loaded if f.is_relative_to(site)]
-    suffix = f".{DEFAULT_TARGET.cache_tag}.pyc" if compiled else ".py"
+    # The interpreter's own tag: the target's, or a test suite's stand-in's (its layer was
+    # compiled by that stand-in, exactly_once_cdk.bytecode).
+    suffix = f".{cache_tag(python)}.pyc" if compiled else ".py"
     stray = [f for f in files if not f.endswith(suffix)]
     if not files or stray:
         raise RuntimeError(f"layer {site}: expected every module from *{suffix}, got {stray[:5]}")

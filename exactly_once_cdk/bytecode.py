@@ -5,6 +5,12 @@ of its modules on every cold start and throw the result away. Bytecode is specif
 version (its magic number), so the build machine's own Python cannot make it for another
 target: the interpreter of the target's version is looked for here, and its absence is an
 error that says how to fix it, never a silent source-only layer.
+
+A test suite on a machine without the target's Python names a stand-in instead
+(`EONCE_BYTECODE_STAND_IN`, tests/conftest.py sets it): the layer is then compiled by that
+interpreter, its `.pyc` files are named by the stand-in's version (the target ignores them, as
+it would a source-only layer's missing ones), and the build's cache never passes such a layer
+off as the target's (`layer_build`).
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 # compileall names the files as Lambda will see them, so tracebacks from a .pyc (and the
 # asset's hash) do not depend on the build folder.
 LAMBDA_SITE = "/opt/python"
+# The interpreter to compile with when the target's own is not found: never for a deployment.
+STAND_IN = "EONCE_BYTECODE_STAND_IN"
 
 
 class InterpreterNotFound(RuntimeError):
@@ -45,21 +54,26 @@ def _reports(python: str, version: str) -> bool:
 
 
 def _candidates(version: str) -> list[str]:
+    # The interpreter running this build, when it is the target's version: a machine whose
+    # only Python is a 3.13 (a venv, `python3` alone on PATH) has what it needs.
+    this_version = "{}.{}".format(*sys.version_info[:2]) == version
+    running = [sys.executable] if this_version and sys.executable else []
     on_path = shutil.which(f"python{version}")
     pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
     pyenv = sorted(
         glob.glob(os.path.join(pyenv_root, "versions", f"{version}.*", "bin", f"python{version}")),
         reverse=True,  # the newest patch release first (a string sort: fine below x.y.10)
     )
-    return [*([on_path] if on_path else []), *pyenv]
+    return [*running, *([on_path] if on_path else []), *pyenv]
 
 
 def find_interpreter(version: str) -> str:
     """The interpreter to compile for Python `version` ("3.13") with, checked by running it.
 
     Looked for in order: the `EONCE_PYTHON_3_13`-style variable (an explicit choice: if it is
-    wrong that is an error, not a reason to look further), `python3.13` on PATH, then pyenv's
-    `$PYENV_ROOT/versions/3.13.*` (default `~/.pyenv`).
+    wrong that is an error, not a reason to look further), the running interpreter if it is
+    that version, `python3.13` on PATH, then pyenv's `$PYENV_ROOT/versions/3.13.*` (default
+    `~/.pyenv`); last, a test suite's `EONCE_BYTECODE_STAND_IN` (see the module's docstring).
     """
     variable = env_variable(version)
     chosen = os.environ.get(variable)
@@ -72,6 +86,9 @@ def find_interpreter(version: str) -> str:
     for candidate in _candidates(version):
         if _reports(candidate, version):
             return candidate
+    stand_in = os.environ.get(STAND_IN)
+    if stand_in:
+        return stand_in
     raise InterpreterNotFound(
         f"the layer's bytecode must be compiled by Python {version} (a .pyc is specific to its "
         f"minor version) and no Python {version} interpreter was found ({variable}, "
@@ -80,6 +97,18 @@ def find_interpreter(version: str) -> str:
         "context layerBytecode=false (ExactlyOnceLayer(bytecode=False)) to ship source only: "
         "every cold start then compiles the layer's modules, and prod stages refuse it"
     )
+
+
+def cache_tag(python: str) -> str:
+    """The `sys.implementation.cache_tag` of `python` ("cpython-313"): how its `.pyc` are named."""
+    done = subprocess.run(
+        [python, "-I", "-c", "import sys; print(sys.implementation.cache_tag)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip()
 
 
 def compile_site(site: Path, python: str) -> None:

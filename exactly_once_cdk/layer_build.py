@@ -15,7 +15,10 @@ both give the same layer. `eonce layer` (or `make layer`) builds it ahead of a s
 
 The build follows a `RuntimeTarget` (Python version x architecture): its wheels, its own folder
 and cache key, and, unless `bytecode=False`, `.pyc` files compiled by that Python
-(`exactly_once_cdk.bytecode`) so that a cold start on read-only /opt compiles nothing.
+(`exactly_once_cdk.bytecode`) so that a cold start on read-only /opt compiles nothing. The
+stamp beside a build says whose `.pyc` it holds: a layer compiled by a test suite's stand-in is
+reused only while the stand-in is what would compile it again (no target interpreter has
+appeared, the stand-in is still asked for), never as the target's.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import exactly_once
-from exactly_once_cdk.bytecode import compile_site, find_interpreter
+from exactly_once_cdk.bytecode import cache_tag, compile_site, find_interpreter
 from exactly_once_cdk.runtime_target import DEFAULT_TARGET, RuntimeTarget
 
 REQUIREMENTS = Path(__file__).resolve().parent / "layer_requirements.txt"
@@ -98,6 +101,25 @@ def _stamp(out: Path) -> Path:
     return out.with_name(out.name + ".inputs-sha256")
 
 
+def _stamped(out: Path, target: RuntimeTarget, bytecode: bool) -> tuple[str, str] | None:
+    """The inputs hash and the `.pyc` cache tag ("" for none) the stamp of `out` records. A
+    stamp of one line predates the tag, when only the target's own interpreter compiled."""
+    stamp = _stamp(out)
+    if not (out.is_dir() and stamp.is_file()):
+        return None
+    lines = stamp.read_text().splitlines()
+    if len(lines) == 1:
+        return lines[0], target.cache_tag if bytecode else ""
+    return (lines[0], lines[1]) if len(lines) > 1 else None
+
+
+def compiled_tag(out: Path, target: RuntimeTarget = DEFAULT_TARGET) -> str | None:
+    """The cache tag of the `.pyc` files in the bytecode build at `out` for `target`
+    ("cpython-313"), None when it holds none or is not built."""
+    stamped = _stamped(out.resolve(), target, True)
+    return stamped[1] or None if stamped else None
+
+
 def build_layer(
     out: Path = LAYER_DIR,
     *,
@@ -123,9 +145,13 @@ def build_layer(
     with open(out.with_name(out.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         stamp = _stamp(out)
-        if not force and out.is_dir() and stamp.is_file() and stamp.read_text() == wanted:
+        stamped = None if force else _stamped(out, target, bytecode)
+        cached_tag = stamped[1] if stamped is not None and stamped[0] == wanted else None
+        if cached_tag is not None and (not bytecode or cached_tag == target.cache_tag):
             return out
         python = find_interpreter(target.python_version) if bytecode else None
+        if cached_tag and python is not None and cached_tag == cache_tag(python):
+            return out  # a stand-in's build, which the stand-in would make again
         staging = out.with_name(f"{out.name}.tmp-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         site = staging / "python"
@@ -155,13 +181,15 @@ def build_layer(
             raise RuntimeError(f"layer build failed: {' '.join(cmd)}\n{result.stderr.strip()}")
         shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts are useless in a layer
         shutil.copytree(package, site / package.name, ignore=_IGNORED)
+        tag = ""
         if python is not None:
             try:
                 compile_site(site, python)
-            except RuntimeError:
+                tag = cache_tag(python)
+            except (RuntimeError, subprocess.CalledProcessError):
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
         shutil.rmtree(out, ignore_errors=True)
         staging.rename(out)
-        stamp.write_text(wanted)
+        stamp.write_text(f"{wanted}\n{tag}\n")
         return out

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from exactly_once_cli.common import stdout
+from exactly_once_cli.common import fail, stdout
 
 LAYER_DIR = Path("build") / "layer"
 
@@ -20,7 +20,11 @@ def layer_cmd(
 ) -> None:
     """Build the exactly_once layer (the package plus pinned Powertools) without Docker."""
     # Loaded here: it locks with fcntl (POSIX), which the other commands must not depend on.
+    from exactly_once_cdk.bytecode import InterpreterNotFound
     from exactly_once_cdk.layer_build import build_layer, inputs_hash
 
-    path = build_layer(out, force=force)
+    try:
+        path = build_layer(out, force=force)
+    except InterpreterNotFound as missing:  # what to install or set, in one line
+        fail(str(missing))
     stdout().print(f"layer ready: {path} ({inputs_hash()[:12]})")

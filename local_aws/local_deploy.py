@@ -5,6 +5,9 @@ Used by the infra smoke test and by `make run`. The app is synthesized with `loc
 no bootstrap stack (the CLI's own credentials upload assets to a bucket created here), no
 bootstrap-version rule, and event source mappings created disabled so that moto never runs a
 function (the local poller does). `--method=direct` because moto's change sets cannot update.
+The layer is deployed source only (`layerBytecode=false`, unless the caller's context says
+otherwise): nothing here runs it (the workers import the functions' code with this process's
+own `exactly_once`), so a local run needs no interpreter of the Lambda target's version.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ CDK = ROOT / "node_modules" / ".bin" / "cdk"
 QUALIFIER = "hnb659fds"  # the CDK's default bootstrap qualifier
 ASSETS_BUCKET = f"cdk-{QUALIFIER}-assets-{ACCOUNT_ID}-{REGION}"
 BUILD_DIR = ROOT / "build"
+# Context a local deploy starts from; the caller's context overrides it.
+LOCAL_DEFAULTS: dict[str, Any] = {"layerBytecode": False}
 
 
 class DeployError(RuntimeError):
@@ -154,12 +159,13 @@ def deploy(
 
     `context` adds to cdk.json's context (for example `{"stackName": "Test"}`, which also
     picks the stack to deploy); without a `stackName` the app must have one stack, and its
-    name is learnt from the deployment. `localStack` is always true here. `work_dir` is where
-    the temporary folder is made (default build/): a served stack's state folder, so that
-    `eonce down` can remove it even when the serving process was killed.
+    name is learnt from the deployment. `localStack` is always true here, `layerBytecode` false
+    unless `context` sets it (`LOCAL_DEFAULTS`). `work_dir` is where the temporary folder is
+    made (default build/): a served stack's state folder, so that `eonce down` can remove it
+    even when the serving process was killed.
     """
     ensure_assets_bucket(endpoint_url)
-    merged = {**(context or {}), "localStack": True}
+    merged = {**LOCAL_DEFAULTS, **(context or {}), "localStack": True}
     wanted = merged.get("stackName")
     env = {
         **os.environ,

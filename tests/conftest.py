@@ -18,6 +18,7 @@ from exactly_once.stores.dynamodb.store import IdempotencyStore
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.postgres_server import PostgresServer
 from local_aws.tables import create_idempotency_table, create_ledger_table
+from tests.layer_bytecode import report, stand_in_environment
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -34,6 +35,13 @@ os.environ.update(
     }
 )
 os.environ.pop("AWS_PROFILE", None)
+# Every synthesis builds the layer: without a target's Python here, the running one compiles it
+# (tests/layer_bytecode.py), and the header says so.
+stand_in_environment()
+
+
+def pytest_report_header() -> list[str]:
+    return report()
 
 
 class FakeClock:

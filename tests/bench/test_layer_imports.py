@@ -26,8 +26,9 @@ from benchmarks.imports import (
 from exactly_once_cdk.bytecode import find_interpreter
 from exactly_once_cdk.layer_build import build_layer, layer_dir
 from exactly_once_cdk.runtime_target import DEFAULT_TARGET
+from tests.layer_bytecode import bytecode_tag
 
-PYC = f".{DEFAULT_TARGET.cache_tag}.pyc"
+PYC = f".{bytecode_tag(DEFAULT_TARGET.python_version)}.pyc"  # the target's, or the stand-in's
 
 
 @pytest.fixture(scope="module")

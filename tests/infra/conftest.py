@@ -13,6 +13,7 @@ from aws_cdk.assertions import Template
 
 from infra.application import cdk_json_context, create_app
 from infra.stack import ExactlyOnceStack
+from local_aws.local_deploy import LOCAL_DEFAULTS
 
 # A second configuration that exercises every non-default branch in one synthesis.
 VARIANT_CONTEXT: dict[str, Any] = {
@@ -101,4 +102,4 @@ def postgres_prod_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 @pytest.fixture(scope="session")
 def local_synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """The stack as `local_aws.local_deploy` deploys it into moto."""
-    return synthesize({"localStack": True}, tmp_path_factory.mktemp("cdk-local"))
+    return synthesize({**LOCAL_DEFAULTS, "localStack": True}, tmp_path_factory.mktemp("cdk-local"))

@@ -1,26 +1,35 @@
 """The Docker-free layer build: right layout, the target's wheels and bytecode, cached by its
-inputs; and a cold import from a read-only copy that compiles nothing."""
+inputs; and a cold import from a read-only copy that compiles nothing.
+
+The bytecode is the target's own where this machine has its Python, else the suite's stand-in's
+(tests/layer_bytecode.py): the tests expect the `.pyc` of whichever compiled it, and a stand-in
+build is never reused as the target's."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from exactly_once_cdk.bytecode import find_interpreter
+from exactly_once_cdk.bytecode import STAND_IN, InterpreterNotFound, env_variable, find_interpreter
 from exactly_once_cdk.layer_build import (
     LAYER_DIR,
     PACKAGE,
     REQUIREMENTS,
     build_layer,
+    compiled_tag,
     inputs_hash,
     layer_dir,
 )
 from exactly_once_cdk.runtime_target import DEFAULT_TARGET, RuntimeTarget
+from tests.layer_bytecode import RUNNING_VERSION, bytecode_tag
+
+TAG = bytecode_tag(DEFAULT_TARGET.python_version)
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +72,9 @@ def test_layout(layer: Path) -> None:
 def test_every_module_has_bytecode_for_the_target_only(layer: Path, source_layer: Path) -> None:
     sources = sorted(layer.rglob("*.py"))
     assert len(sources) > 100  # Powertools and its dependencies, not only exactly_once
-    expected = {
-        p.parent / "__pycache__" / f"{p.stem}.{DEFAULT_TARGET.cache_tag}.pyc" for p in sources
-    }
+    expected = {p.parent / "__pycache__" / f"{p.stem}.{TAG}.pyc" for p in sources}
     assert set(layer.rglob("*.pyc")) == expected
+    assert compiled_tag(layer) == TAG
     # unchecked-hash: flags word 0b01 (hash-based, not checked); PEP 552
     pyc = next(iter(expected)).read_bytes()
     assert int.from_bytes(pyc[4:8], "little") == 0b01
@@ -134,7 +142,7 @@ def test_a_cold_import_from_the_compiled_layer_compiles_nothing(
     # from the compiled layer every one comes from its .pyc, from the source-only layer every
     # one is compiled from its .py: the check tells the two apart.
     assert len(from_compiled) == len(from_source) > 10
-    assert all(f.endswith(f".{DEFAULT_TARGET.cache_tag}.pyc") for f in from_compiled)
+    assert all(f.endswith(f".{TAG}.pyc") for f in from_compiled)
     assert all(f.endswith(".py") for f in from_source)
     assert sorted(compiled.rglob("*")) == before  # nothing written beside it either
     for path in [compiled, *compiled.rglob("*"), source, *source.rglob("*")]:
@@ -142,8 +150,14 @@ def test_a_cold_import_from_the_compiled_layer_compiles_nothing(
 
 
 def test_cached_build_does_not_run_pip(layer: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_pip(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("pip ran although nothing changed")
+    """Nor compiles anything. (A stand-in's build asks the interpreters which would compile it
+    now, so only pip and compileall are refused here.)"""
+    run = subprocess.run
+
+    def no_pip(cmd: list[str], *args: Any, **kwargs: Any) -> Any:
+        if "pip" in cmd or "compileall" in cmd:
+            raise AssertionError(f"{cmd} ran although nothing changed")
+        return run(cmd, *args, **kwargs)
 
     monkeypatch.setattr(subprocess, "run", no_pip)
     assert build_layer() == layer
@@ -213,3 +227,24 @@ def test_an_unknown_runtime_or_architecture_is_refused() -> None:
         RuntimeTarget("3.11")
     with pytest.raises(ValueError, match="arm64, x86_64"):
         RuntimeTarget("3.13", "aarch64")
+
+
+def test_a_stand_in_build_is_never_reused_as_the_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A layer compiled by the stand-in serves the sessions that ask for the stand-in; once none
+    is asked for, the cached build is not the target's bytecode, so it is rebuilt, which needs
+    the target's Python: on a machine without one, the error says so."""
+    out = tmp_path / "layer"
+    version = next(v for v in ("3.14", "3.12", "3.13") if v != RUNNING_VERSION)
+    target = RuntimeTarget(version, "x86_64")  # its Python hidden below, and not the running one
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    monkeypatch.delenv(env_variable(version), raising=False)
+    monkeypatch.setenv(STAND_IN, sys.executable)
+    build_layer(out, target=target)
+    assert compiled_tag(out) == sys.implementation.cache_tag
+    assert build_layer(out, target=target) == out  # reused while the stand-in is asked for
+    monkeypatch.delenv(STAND_IN)
+    with pytest.raises(InterpreterNotFound, match=f"no Python {version} interpreter was found"):
+        build_layer(out, target=target)

@@ -36,6 +36,7 @@ from tests.infra.test_template import (
     graphed,
     role_statements,
 )
+from tests.layer_bytecode import bytecode_tag
 
 DOC = ROOT / "docs" / "infrastructure.md"
 SUBSCRIBERS = [sub for topic in TOPICS for sub in topic.subscribers]
@@ -107,8 +108,9 @@ def compiled_layer(synth: Synth) -> None:
     asset = layer_asset(synth)
     sources = list(asset.rglob("*.py"))
     assert sources
-    compiled = {p.name for p in asset.rglob(f"*.{target.cache_tag}.pyc")}
-    assert compiled == {f"{p.stem}.{target.cache_tag}.pyc" for p in sources}
+    tag = bytecode_tag(target.python_version)  # the target's, or the suite's stand-in's
+    compiled = {p.name for p in asset.rglob("*.pyc")}
+    assert compiled == {f"{p.stem}.{tag}.pyc" for p in sources}
     with pytest.raises(ValueError, match="layerBytecode"):
         Settings.from_context({**VARIANT_CONTEXT, "layerBytecode": "false"}.get)
 

@@ -1,10 +1,12 @@
 """Runtimes x architectures: the settings reach the layer and every function, the asset CDK
-stages holds the target's bytecode, and a target this machine cannot compile for is a clear
-error (or a source-only layer when asked for one, never in prod)."""
+stages holds the target's bytecode (or the suite's stand-in's where this machine lacks the
+target's Python: tests/layer_bytecode.py), and a target this machine cannot compile for is a
+clear error (or a source-only layer when asked for one, never in prod)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,13 @@ from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
-from exactly_once_cdk.bytecode import InterpreterNotFound, env_variable, find_interpreter
+from exactly_once_cdk.bytecode import STAND_IN, InterpreterNotFound, env_variable, find_interpreter
 from exactly_once_cdk.functions import FunctionOptions, python_function
 from exactly_once_cdk.layer import ExactlyOnceLayer
 from exactly_once_cdk.runtime_target import RuntimeTarget
 from infra.settings import Settings
 from tests.infra.conftest import Synth, synthesize
+from tests.layer_bytecode import RUNNING_VERSION, bytecode_tag
 
 PY312_X86: dict[str, Any] = {"pythonVersion": "3.12", "architecture": "x86_64"}
 PROD: dict[str, Any] = {"stage": "prod", "account": "123456789012", "region": "eu-west-1"}
@@ -60,14 +63,14 @@ def test_layer_and_every_function_follow_the_settings(
 
 
 @pytest.mark.parametrize(
-    ("synth_name", "cache_tag"),
-    [("default_synth", "cpython-313"), ("py312_x86_synth", "cpython-312")],
+    ("synth_name", "version"), [("default_synth", "3.13"), ("py312_x86_synth", "3.12")]
 )
 def test_the_staged_asset_ships_the_targets_bytecode(
-    synth_name: str, cache_tag: str, request: pytest.FixtureRequest
+    synth_name: str, version: str, request: pytest.FixtureRequest
 ) -> None:
     """What CDK zips, not only the build folder: an asset exclude of `__pycache__` (as the
     functions' code has) would silently drop the bytecode."""
+    cache_tag = bytecode_tag(version)
     asset = layer_asset(request.getfixturevalue(synth_name))
     sources = list(asset.rglob("*.py"))
     compiled = list(asset.rglob("*.pyc"))
@@ -80,8 +83,10 @@ def test_the_staged_asset_ships_the_targets_bytecode(
 
 @pytest.fixture
 def no_python_314(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """This machine as one without Python 3.14 on it, whatever it has."""
+    """This machine as one without Python 3.14 on it, whatever it has (and no stand-in)."""
+    assert RUNNING_VERSION != "3.14", "the running interpreter cannot be hidden"
     monkeypatch.delenv(env_variable("3.14"), raising=False)
+    monkeypatch.delenv(STAND_IN, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
 
@@ -148,15 +153,21 @@ def test_a_function_and_a_layer_for_different_targets_are_refused() -> None:
         )
 
 
-def test_an_explicit_interpreter_is_used_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    python = find_interpreter("3.13")
-    monkeypatch.setenv("EONCE_PYTHON_3_12", python)
+def test_an_explicit_interpreter_is_used_and_checked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An interpreter named for its own version is taken (by the name given, before the running
+    one); named for another version, refused, not passed over for the stand-in."""
+    python = str(tmp_path / "named-python")
+    Path(python).symlink_to(sys.executable)
+    other = next(v for v in ("3.12", "3.13") if v != RUNNING_VERSION)
+    monkeypatch.setenv(env_variable(other), python)
     with pytest.raises(
-        InterpreterNotFound, match=r"EONCE_PYTHON_3_12=.* not a working Python 3.12"
+        InterpreterNotFound, match=rf"{env_variable(other)}=.* not a working Python {other}"
     ):
-        find_interpreter("3.12")
-    monkeypatch.setenv("EONCE_PYTHON_3_13", python)
-    assert find_interpreter("3.13") == python
+        find_interpreter(other)
+    monkeypatch.setenv(env_variable(RUNNING_VERSION), python)
+    assert find_interpreter(RUNNING_VERSION) == python
 
 
 class TestSettings:
