@@ -47,8 +47,13 @@ test: setup ## lint, types and the whole test suite
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-dist: setup ## Build the wheel and sdist into dist/ (what `pip install` takes)
+# dist/ is emptied first so the checks (and a publish) see only this build's files; twine checks
+# the metadata PyPI renders, check-wheel-contents the wheel's layout ([tool.check-wheel-contents]).
+dist: setup ## Build the wheel and sdist into dist/ and check them (twine, check-wheel-contents)
+	rm -rf dist
 	$(PY) -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/check-wheel-contents dist/*.whl
 
 clean: ## Remove build output (keeps .venv and node_modules)
 	rm -rf build dist cdk.out .local .pytest_cache .mypy_cache .ruff_cache

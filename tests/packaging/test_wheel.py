@@ -20,6 +20,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.packaging.dists import Dists  # built once per session: conftest.py's `dists`
 from tests.packaging.support import (
     DEV_BIN,
     PACKAGE_SOURCES,
@@ -38,28 +39,11 @@ CHECKOUT_ONLY = {"exactly_once_cli": {"run.py", "chaos.py", "up.py", "down.py", 
 
 
 @dataclass(frozen=True)
-class Dists:
-    wheel: Path
-    sdist: Path
-    log: str
-
-
-@dataclass(frozen=True)
 class Venv:
     root: Path
     python: Path
     site_packages: Path
     workdir: Path  # a cwd outside the repository
-
-
-@pytest.fixture(scope="session")
-def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
-    out = tmp_path_factory.mktemp("dist")
-    result = run([DEV_BIN / "python", "-m", "build", "--outdir", out, REPO], cwd=REPO)
-    wheels, sdists = sorted(out.glob("*.whl")), sorted(out.glob("*.tar.gz"))
-    assert len(wheels) == 1, wheels
-    assert len(sdists) == 1, sdists
-    return Dists(wheel=wheels[0], sdist=sdists[0], log=result.stdout + result.stderr)
 
 
 def make_venv(base: Path, requirement: str) -> Venv:
