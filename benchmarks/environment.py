@@ -10,7 +10,7 @@ from pathlib import Path
 
 from benchmarks.settings import Settings
 from benchmarks.stores import StoreResults
-from local_aws.dynamodb_local import jar_dir
+from local_aws.node_tools import find_dynamodb_local
 
 
 def _cpu_model() -> str:
@@ -32,7 +32,9 @@ def describe(settings: Settings) -> dict[str, str]:
         "Python": platform.python_version(),
         "boto3 / botocore": f"{metadata.version('boto3')} / {metadata.version('botocore')}",
         "aws-lambda-powertools": metadata.version("aws-lambda-powertools"),
-        "DynamoDB Local": f"{jar_dir().name.removeprefix('dynamodb_local_')} (in-memory, loopback)",
+        "DynamoDB Local": (
+            f"{find_dynamodb_local().name.removeprefix('dynamodb_local_')} (in-memory, loopback)"
+        ),
         "Injected latency": (
             f"{settings.latency_ms:g} ms per DynamoDB/SQS request (botocore before-send sleep)"
         ),

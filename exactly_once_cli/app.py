@@ -2,9 +2,9 @@
 
 Global options pick the account or emulator; each command lives in its own module and is
 registered here with one line, e.g. `app.command("invoke")(invoke_cmd)` or
-`app.add_typer(locks_app, name="locks")`. `run`, `up`, `down`, `chaos` and friends drive the
-embedded local AWS, which comes with a checkout of the repository, not with the package;
-without it they say so.
+`app.add_typer(locks_app, name="locks")`. `up`, `down` and `env` drive the embedded local AWS
+(the `local` extra); `run`, `chaos`, `workload` and `report` drive this repository's example app
+and chaos harness, which come with a checkout, not with the package; without them they say so.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from exactly_once_cli.common import CliError, OneLineErrorGroup
 from exactly_once_cli.consumers import consumers_cmd
 from exactly_once_cli.db import db_app
 from exactly_once_cli.event import event_cmd, event_samples_cmd
-from exactly_once_cli.init import init_cmd
 from exactly_once_cli.invoke import invoke_cmd
 from exactly_once_cli.layer import layer_cmd
 from exactly_once_cli.locks import locks_app
@@ -101,41 +100,52 @@ app.add_typer(locks_app, name="locks")
 app.add_typer(db_app, name="db")
 app.command("layer")(layer_cmd)
 app.command("status")(status_cmd)
-app.command("init")(init_cmd)
 
 
-# Commands that drive local_aws / fault_injection: their modules stay out of the wheel.
-CHECKOUT_COMMANDS = ("run", "chaos", "up", "down", "env", "workload", "report")
+# Commands that drive this repository's example workload and fault_injection: their modules
+# stay out of the wheel. The local stack's own commands (`up`, `down`, `env`) ship with it.
+CHECKOUT_COMMANDS = ("run", "chaos", "workload", "report")
+LOCAL_COMMANDS = ("up", "down", "env")
 
 
-def _needs_checkout(name: str) -> None:
+def _unavailable(name: str, why: str) -> None:
     def command() -> None:
-        raise CliError(
-            f"`eonce {name}` drives the embedded local AWS, which comes with a checkout of the "
-            "repository (git clone, then `make run`), not with the package"
-        )
+        raise CliError(f"`eonce {name}` {why}")
 
     app.command(
         name,
-        help="(needs a checkout of the repository)",
+        help=f"({why})",
         context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
     )(command)
 
 
-if importlib.util.find_spec("local_aws") and importlib.util.find_spec("fault_injection"):
-    from exactly_once_cli.chaos import chaos_cmd
-    from exactly_once_cli.demo import report_cmd, workload_cmd
+if importlib.util.find_spec("local_aws") and importlib.util.find_spec("moto"):
     from exactly_once_cli.down import down_cmd
-    from exactly_once_cli.run import run_cmd
     from exactly_once_cli.up import env_cmd, up_cmd
 
-    app.command("run")(run_cmd)
-    app.command("chaos")(chaos_cmd)
     app.command("up")(up_cmd)
     app.command("down")(down_cmd)
     app.command("env")(env_cmd)
+else:
+    for _name in LOCAL_COMMANDS:
+        _unavailable(
+            _name, 'needs the local stack: pip install "exactly-once-sqs[local]" (and Java 17+)'
+        )
+
+if importlib.util.find_spec("fault_injection") and importlib.util.find_spec("moto"):
+    from exactly_once_cli.chaos import chaos_cmd
+    from exactly_once_cli.demo import report_cmd, workload_cmd
+    from exactly_once_cli.run import run_cmd
+
+    app.command("run")(run_cmd)
+    app.command("chaos")(chaos_cmd)
     app.command("workload")(workload_cmd)
     app.command("report")(report_cmd)
 else:
     for _name in CHECKOUT_COMMANDS:
-        _needs_checkout(_name)
+        _unavailable(
+            _name,
+            "drives this repository's example app and chaos harness, which come with a checkout "
+            "of the repository (git clone, then `make run`), not with the package; for your own "
+            "app: `eonce up`",
+        )

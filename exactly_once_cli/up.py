@@ -22,16 +22,33 @@ from exactly_once_ops.local_state import (
     UpState,
     default_paths,
 )
-from exactly_once_ops.targets import DEFAULT_STACK, consumers_in, subscribers_in, topics_in
+from exactly_once_ops.targets import consumers_in, subscribers_in, topics_in
+from local_aws.app_source import AppNotFound, AppSource
 from local_aws.launcher import StartFailed, start_background
+from local_aws.local_deploy import ROOT
 from local_aws.signals import Terminated, terminate_on_signals
 
 
-def state_paths() -> StatePaths:
-    paths = default_paths()
-    if paths is None:  # only without a checkout, where these commands are not registered
-        raise CliError(f"no state folder: set {STATE_DIR_ENV}")
+def state_paths(app: AppSource | None = None) -> StatePaths:
+    """The working folder's state folder (see `default_state_dir`), else the app's."""
+    paths = default_paths() or (default_paths(app.folder) if app is not None else None)
+    if paths is None:
+        raise CliError(
+            f"no local stack state here: run in your CDK app's folder (its cdk.json), or set "
+            f"{STATE_DIR_ENV}"
+        )
     return paths
+
+
+def resolve_app(app: str | None) -> AppSource | None:
+    """The app `--app` names, else the working folder's cdk.json; None in this checkout with
+    neither (its own app, as `make up` has always deployed)."""
+    try:
+        return AppSource.resolve(app)
+    except AppNotFound:
+        if app is None and (ROOT / "cdk.json").is_file():
+            return None
+        raise
 
 
 def export_lines(state: UpState) -> list[str]:
@@ -73,16 +90,32 @@ def print_started(state: UpState, console: Console) -> None:
 
 
 def up_cmd(
+    app: Annotated[
+        str | None,
+        typer.Option(
+            help="The CDK app: a folder with a cdk.json, an app .py file, or an app command as "
+            "`cdk --app` takes (default: the cdk.json in this folder).",
+        ),
+    ] = None,
     stack: Annotated[
-        str, typer.Option(envvar="EONCE_STACK", help="Name of the stack to deploy.")
-    ] = DEFAULT_STACK,
+        str | None,
+        typer.Option(
+            envvar="EONCE_STACK",
+            help="The stack to deploy (default: the app's one stack, by the name it gives it).",
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option(min=1, max=8, help="Poller processes per function.")] = 2,
     timeout: Annotated[
         float, typer.Option(min=1, help="Seconds to wait for the stack to come up.")
     ] = 300,
     store: StoreOption = LocalStore.dynamodb,
 ) -> None:
-    """Start the local stack in the background: moto + DynamoDB Local, deploy, poll until `down`.
+    """Start the local stack in the background: moto + DynamoDB Local, deploy the CDK app, run
+    its consumers, subscribers and APIs until `down`.
+
+    The app is any CDK app built with the constructs (`--app`, else this folder's cdk.json): its
+    functions run here from their own code folders, with this Python's packages and the app's
+    own layers.
 
     Exits 1 if a stack is already up (one per state folder, `.local/` or $EONCE_STATE_DIR).
     Ctrl-C, SIGTERM or SIGHUP before the stack is up stops everything it had started, and exits
@@ -91,7 +124,11 @@ def up_cmd(
     postgres/, made anew at each `up`), the functions' idempotency store.
     """
     apply_lock_off(False)  # the background stack never runs with the lock off
-    paths = state_paths()
+    try:
+        source = resolve_app(app)
+    except AppNotFound as exc:
+        fail(str(exc))
+    paths = state_paths(source)
     console = stdout()
     started = time.monotonic()
     try:
@@ -102,7 +139,12 @@ def up_cmd(
             console.status(f"Starting {store.servers}, deploying the CDK app..."),
         ):
             state, stale = start_background(
-                paths, stack=stack, workers=workers, timeout_s=timeout, store=store.value
+                paths,
+                stack=stack,
+                workers=workers,
+                timeout_s=timeout,
+                store=store.value,
+                app=source,
             )
     except AlreadyUp as exc:
         fail(str(exc))
@@ -118,10 +160,18 @@ def up_cmd(
         f"(pid {state.pid}; `eonce down` stops it)"
     )
     print_started(state, console)
-    console.print(
-        "Then: eonce status · eonce send --consumer orders --count 100 · "
-        "eonce publish --topic sales --count 20 · eonce down"
-    )
+    console.print(escape(next_steps(state.outputs)))
+
+
+def next_steps(outputs: dict[str, str]) -> str:
+    """What to try next, with the app's own consumer and topic names."""
+    steps = ["eonce status"]
+    if consumers := consumers_in(outputs):
+        steps.append(f"eonce send --consumer {consumers[0].lower()} --count 100")
+    # An app's alarm topic (the `AlarmTopicArn` output) is for CloudWatch, not for messages.
+    if topics := [name for name in topics_in(outputs) if name.lower() != "alarm"]:
+        steps.append(f"eonce publish --topic {topics[0].lower()} --count 20")
+    return "Then: " + " · ".join([*steps, "eonce down"])
 
 
 def env_cmd() -> None:

@@ -58,7 +58,10 @@ def read_template(
     none without it (a template read from CloudFormation)."""
     resources: Resources = template.get("Resources") or {}
     functions = {
-        logical_id: (marked, _function(logical_id, marked, resource, assembly_dir, assets or {}))
+        logical_id: (
+            marked,
+            _function(logical_id, marked, resource, assembly_dir, assets or {}, resources),
+        )
         for logical_id, resource in resources.items()
         if resource.get("Type") == "AWS::Lambda::Function"
         and (marked := _marked(resource)) is not None
@@ -154,6 +157,7 @@ def _function(
     resource: Mapping[str, Any],
     assembly_dir: Path | None,
     assets: Mapping[str, str],
+    resources: Resources,
 ) -> Function:
     kind = str(marked.get("kind"))
     if kind not in SCOPE_VARIABLES:
@@ -180,7 +184,32 @@ def _function(
         handler=str(props["Handler"]),
         source_dir=source_dir,
         environment={k: v for k, v in variables.items() if isinstance(v, str)},
+        layer_dirs=_layer_dirs(props, resources, assembly_dir, assets),
     )
+
+
+def _layer_dirs(
+    props: Mapping[str, Any],
+    resources: Resources,
+    assembly_dir: Path | None,
+    assets: Mapping[str, str],
+) -> tuple[Path, ...]:
+    """The `python/` folder of each of the function's layers that the app staged from a folder
+    (an ARN of a published layer has no code here and is skipped)."""
+    if assembly_dir is None:
+        return ()
+    folders = []
+    for layer in props.get("Layers") or []:
+        resource = resources.get(reference(layer) or "")
+        if not resource or resource.get("Type") != "AWS::Lambda::LayerVersion":
+            continue
+        content = (resource.get("Properties") or {}).get("Content") or {}
+        staged = (resource.get("Metadata") or {}).get("aws:asset:path") or assets.get(
+            str(content.get("S3Key"))
+        )
+        if staged and (folder := (assembly_dir / str(staged)).resolve() / "python").is_dir():
+            folders.append(folder)
+    return tuple(folders)
 
 
 def _mapped_queue(resources: Resources, function: str) -> str:

@@ -35,14 +35,21 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def default_state_dir() -> Path | None:
-    """`$EONCE_STATE_DIR`, else `.local/` next to the checkout's `local_aws`, else None."""
+def default_state_dir(cwd: Path | None = None) -> Path | None:
+    """`$EONCE_STATE_DIR`, else `.local/` beside the nearest cdk.json at or above the working
+    folder (the app's folder, where `eonce up` runs), else `.local/` next to a checkout's
+    `local_aws`, else None."""
     if configured := os.environ.get(STATE_DIR_ENV):
         return Path(configured)
+    here = (cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "cdk.json").is_file():
+            return folder / ".local"
     spec = importlib.util.find_spec("local_aws")
     if spec is None or spec.origin is None:
         return None
-    return Path(spec.origin).resolve().parents[1] / ".local"
+    checkout = Path(spec.origin).resolve().parents[1]  # site-packages, when installed
+    return checkout / ".local" if (checkout / "cdk.json").is_file() else None
 
 
 @dataclass(frozen=True)
@@ -305,9 +312,9 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def default_paths() -> StatePaths | None:
+def default_paths(cwd: Path | None = None) -> StatePaths | None:
     """The state folder's files, if there is a folder (see `default_state_dir`)."""
-    root = default_state_dir()
+    root = default_state_dir(cwd)
     return StatePaths(root) if root is not None else None
 
 

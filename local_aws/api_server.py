@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from exactly_once_ops.handlers import deployed_environment
 from local_aws import lock_off
 from local_aws.lifecycle import ChildServer
 from local_aws.ports import free_port
@@ -60,7 +61,7 @@ def discover_api_bindings(lambda_client: LambdaClient, app: DeployedApp) -> list
                 function_name=name,
                 source_dir=str(api.function.code_folder()),
                 handler=config.get("Handler", api.function.handler),
-                environment=dict(config.get("Environment", {}).get("Variables", {})),
+                environment=deployed_environment(config, api.function.layer_dirs),
                 timeout_s=int(config.get("Timeout", 29)),
                 routes=api.routes,
             )

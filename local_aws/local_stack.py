@@ -21,7 +21,9 @@ import boto3
 
 from exactly_once_cdk.outputs import LOCAL_DYNAMODB_CONTEXT
 from exactly_once_ops.app_model import DeployedApp
+from exactly_once_ops.handlers import deployed_environment
 from local_aws.api_server import ApiBinding, discover_api_bindings
+from local_aws.app_source import AppSource
 from local_aws.cloud_assembly import read_assembly
 from local_aws.demo import DynamoLedger, LedgerReader
 from local_aws.dynamodb_local import DynamoDBLocal
@@ -79,6 +81,7 @@ class LocalStack(Lifecycle):
     postgres: LocalPostgres | None = None  # the idempotency store when set, else the table
     outputs: dict[str, str] = field(default_factory=dict)
     work_dir: Path | None = None  # where the deployment's assembly goes (default build/)
+    source: AppSource | None = None  # the CDK app (default: this checkout's, else the cwd's)
     deployment: Deployment | None = field(default=None, repr=False)
     _app: DeployedApp | None = field(default=None, repr=False)
     _subscribers: list[SubscriberBinding] | None = field(default=None, repr=False)
@@ -91,7 +94,10 @@ class LocalStack(Lifecycle):
             # reading its outputs never answers from moto's empty copies.
             context = {LOCAL_DYNAMODB_CONTEXT: self.dynamodb.endpoint, **self.context}
             self.deployment = deploy(
-                self.moto.endpoint, {**LOCAL_CONTEXT, **context}, work_dir=self.work_dir
+                self.moto.endpoint,
+                {**LOCAL_CONTEXT, **context},
+                app=self.source,
+                work_dir=self.work_dir,
             )
             self.outputs = dict(self.deployment.outputs)
             self._app = read_assembly(
@@ -217,7 +223,7 @@ def discover_bindings(
                 function_name=name,
                 source_dir=str(consumer.function.code_folder()),
                 handler=config.get("Handler", consumer.function.handler),
-                environment=dict(config.get("Environment", {}).get("Variables", {})),
+                environment=deployed_environment(config, consumer.function.layer_dirs),
                 timeout_s=int(config.get("Timeout", 30)),
                 queue_url=queue_url,
                 queue_arn=mapping.get("EventSourceArn")

@@ -31,6 +31,7 @@ from exactly_once_ops.local_state import (
     utc_now,
 )
 from local_aws.api_server import ApiServer
+from local_aws.app_source import AppSource
 from local_aws.local_deploy import DeployError
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
@@ -111,14 +112,17 @@ def start(
     workers: int,
     running: ExitStack,
     store: str = "dynamodb",
+    app: AppSource | None = None,
 ) -> tuple[LocalStack, Poller, SnsDelivery, dict[str, Path]]:
     """Deploy, start polling and delivering; `running` stops them, in reverse order, however
-    it ends. `stack_name` None deploys the app's one stack under the name the app gives it."""
+    it ends. `stack_name` None deploys the app's one stack under the name the app gives it;
+    `app` None is this checkout's app (else the working folder's cdk.json)."""
     started = time.monotonic()
     servers = (
         "moto, DynamoDB Local and PostgreSQL" if store == "postgres" else "moto and DynamoDB Local"
     )
-    _log(f"pid {os.getpid()}: starting {servers}, deploying {stack_name or 'the app'}")
+    what = stack_name or "the app"
+    _log(f"pid {os.getpid()}: starting {servers}, deploying {what} of {describe(app)}")
     logs = {
         "serve": paths.serve_log,
         "functions": paths.function_logs,
@@ -132,6 +136,7 @@ def start(
             moto=moto,
             postgres=postgres,
             work_dir=paths.assemblies,  # `down` removes it, even after a kill
+            source=app,
         )
     )
     _log(
@@ -201,13 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--store", choices=("dynamodb", "postgres"), default="dynamodb", help="idempotency store"
     )
+    parser.add_argument("--app-dir", default=None, help="the CDK app's folder (its cdk.json)")
+    parser.add_argument("--app-command", default=None, help="the CDK CLI's --app, if given")
     args = parser.parse_args(argv)
     paths = StatePaths(Path(args.state_dir).resolve())
+    app = None if args.app_dir is None else AppSource(Path(args.app_dir), args.app_command)
     with terminate_on_signals(), ExitStack() as running:
         try:
             running.enter_context(StateLock(paths))
             stack, poller, delivery, logs = start(
-                paths, args.stack, args.workers, running, args.store
+                paths, args.stack, args.workers, running, args.store, app
             )
             _log("serving until SIGTERM (`eonce down`)")
             serve(paths, up_state(stack, poller, logs), poller, delivery)
@@ -226,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     _log("stopped")
     return 0
+
+
+def describe(app: AppSource | None) -> str:
+    return "this checkout's cdk.json" if app is None else app.describe()
 
 
 def one_line(exc: BaseException) -> str:

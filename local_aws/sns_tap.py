@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from exactly_once_ops.handlers import deployed_environment
 from exactly_once_ops.sns_events import subscription_arn
 from local_aws.sns_delivery import (
     DEAD_LETTER_QUEUE,
@@ -161,7 +162,7 @@ def bind_subscriber(
         function_name=name,
         source_dir=str(subscriber.function.code_folder()),
         handler=config.get("Handler", subscriber.function.handler),
-        environment=dict(config.get("Environment", {}).get("Variables", {})),
+        environment=deployed_environment(config, subscriber.function.layer_dirs),
         timeout_s=int(config.get("Timeout", 3)),
         topic_arn=topic_arn,
         subscription_arn=subscription or subscription_arn(topic_arn, function_arn),

@@ -63,7 +63,7 @@ the AWS console: ROLLBACK_COMPLETE: Invalid value for the parameter MessageReten
 def fake_cdk(stderr: str, stdout: str = "") -> Any:
     """Stands in for `cdk deploy` that exits 1 after printing `stderr`."""
 
-    def run(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float) -> object:
+    def run(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float, cwd: Path) -> object:
         return subprocess.CompletedProcess(list(cmd), 1, stdout, stderr)
 
     return run

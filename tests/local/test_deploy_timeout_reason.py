@@ -27,7 +27,7 @@ from tests.local.test_deploy_failure_reason import Stub
 TIMED_OUT = "cdk deploy did not finish within 600s (stopped)"
 
 
-def hung_cdk(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float) -> object:
+def hung_cdk(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float, cwd: Path) -> object:
     """`cdk deploy` still running at the timeout (its group killed by run_in_own_group)."""
     raise subprocess.TimeoutExpired(
         list(cmd), timeout_s, output=b"", stderr=b"Shop: deploying... [1/1]\nShop: creating stack"

@@ -16,7 +16,7 @@ from local_aws import local_deploy
 def fake_cdk(returncode: int) -> object:
     """Stands in for `cdk deploy`: writes the outputs file it is given, as the CLI would."""
 
-    def run(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float) -> object:
+    def run(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float, cwd: Path) -> object:
         outputs = next(a.split("=", 1)[1] for a in cmd if a.startswith("--outputs-file="))
         assembly = Path(next(a.split("=", 1)[1] for a in cmd if a.startswith("--output=")))
         assembly.mkdir(parents=True)

@@ -103,3 +103,17 @@ def test_a_dead_servers_assemblies_go_with_its_state(tmp_path: Path) -> None:
     paths.write_state(state(999_999))
     assert paths.clean_stale() == state(999_999)
     assert not paths.assemblies.exists()
+
+
+def test_the_state_folder_is_beside_the_nearest_cdk_json(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's own app keeps its local stack's state beside its cdk.json, found from any
+    folder below it, as the CDK CLI finds the app; without one it is the checkout's."""
+    monkeypatch.delenv(STATE_DIR_ENV, raising=False)
+    app = tmp_path / "svc"
+    (app / "functions" / "orders").mkdir(parents=True)
+    (app / "cdk.json").write_text('{"app": "python app.py"}')
+    assert default_state_dir(app) == app / ".local"
+    assert default_state_dir(app / "functions" / "orders") == app / ".local"
+    assert default_state_dir(tmp_path) == ROOT / ".local"

@@ -11,13 +11,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # The dev venv's bin folder (`.venv/bin`): its python, pip and console scripts.
 DEV_BIN = Path(sys.executable).parent
-PACKAGES = ("exactly_once", "exactly_once_cdk", "exactly_once_ops", "exactly_once_cli")
+PACKAGES = ("exactly_once", "exactly_once_cdk", "exactly_once_ops", "exactly_once_cli", "local_aws")
 # Where each package's source lives in the repository.
 PACKAGE_SOURCES = {
     "exactly_once": REPO / "layers" / "shared" / "python" / "exactly_once",
     "exactly_once_cdk": REPO / "exactly_once_cdk",
     "exactly_once_ops": REPO / "exactly_once_ops",
     "exactly_once_cli": REPO / "exactly_once_cli",
+    "local_aws": REPO / "local_aws",
 }
 
 

@@ -34,8 +34,9 @@ from tests.packaging.support import (
 # Modules a runtime import must not load: the [cdk] and [cli] extras and their machinery.
 HEAVY = ("aws_cdk", "constructs", "jsii", "cdk_nag", "typer", "rich")
 CLI_EXTRA = "exactly-once-sqs[cli]"
-# Commands that drive local_aws / fault_injection, which only a checkout has.
-CHECKOUT_ONLY = {"exactly_once_cli": {"run.py", "chaos.py", "up.py", "down.py", "demo.py"}}
+# Commands that drive this repository's example app and fault_injection, which only a checkout
+# has (the local stack itself, local_aws with `up` and `down`, ships).
+CHECKOUT_ONLY = {"exactly_once_cli": {"run.py", "chaos.py", "demo.py"}}
 
 
 @dataclass(frozen=True)
@@ -279,19 +280,30 @@ def test_eonce_with_the_cli_extra_runs_and_needs_no_cdk(cli_venv: Venv) -> None:
         "print(json.dumps({m: bool(importlib.util.find_spec(m))"
         " for m in ('typer', 'rich', 'aws_cdk', 'local_aws')}))",
     )
-    assert found == {"typer": True, "rich": True, "aws_cdk": False, "local_aws": False}
+    assert found == {"typer": True, "rich": True, "aws_cdk": False, "local_aws": True}
 
 
-@pytest.mark.parametrize("args", [["run"], ["chaos", "--messages", "5"], ["up"], ["down"]])
-def test_installed_eonce_run_says_it_needs_a_checkout(cli_venv: Venv, args: list[str]) -> None:
-    """`run` and `chaos` drive the embedded local AWS, which is not in the wheel: one line
-    naming what they need, whatever options came with them, and exit 2."""
+@pytest.mark.parametrize(
+    ("args", "needs"),
+    [
+        (["run"], "checkout of the repository"),
+        (["chaos", "--messages", "5"], "checkout of the repository"),
+        (["up", "--app", "x"], 'pip install "exactly-once-sqs[local]"'),
+        (["down"], 'pip install "exactly-once-sqs[local]"'),
+    ],
+)
+def test_installed_eonce_says_what_a_command_needs(
+    cli_venv: Venv, args: list[str], needs: str
+) -> None:
+    """`run` and `chaos` drive this repository's example app and chaos harness, which are not
+    in the wheel; `up` and `down` need the `local` extra (moto), which the `cli` extra lacks: one
+    line naming what they need, whatever options came with them, and exit 2."""
     script = cli_venv.root / "bin" / "eonce"
     result = run([script, *args], cwd=cli_venv.workdir, env=clean_env(), check=False)
     assert result.returncode == 2
     lines = (result.stdout + result.stderr).strip().splitlines()
     assert len(lines) == 1, result.stdout + result.stderr
-    assert "checkout of the repository" in lines[0]
+    assert needs in lines[0]
 
 
 def test_installed_runtime_is_byte_identical_to_the_layer_source(fresh_venv: Venv) -> None:

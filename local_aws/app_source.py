@@ -1,0 +1,60 @@
+"""Which CDK app the local stack deploys: `--app`, else the working folder's cdk.json, the way
+the CDK CLI itself finds an app.
+
+`--app` takes a folder holding a cdk.json (its app, run there), a Python file (run with this
+interpreter, in its folder), or anything the CDK CLI's own `--app` takes (a command, or a
+synthesized cloud assembly folder), run in the working folder.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+CDK_JSON = "cdk.json"
+
+
+class AppNotFound(ValueError):
+    """No CDK app where one was looked for; the message says where and what to give."""
+
+
+@dataclass(frozen=True)
+class AppSource:
+    """Where the CDK CLI runs (`folder`) and what it runs (`command`: None is cdk.json's)."""
+
+    folder: Path
+    command: str | None = None
+
+    def cli_args(self) -> list[str]:
+        return [] if self.command is None else [f"--app={self.command}"]
+
+    def describe(self) -> str:
+        return self.command or str(self.folder / CDK_JSON)
+
+    @classmethod
+    def resolve(cls, app: str | None, cwd: Path | None = None) -> AppSource:
+        """The app `--app` names (None: the cdk.json in `cwd`)."""
+        here = (cwd or Path.cwd()).resolve()
+        if app is None or not app.strip():
+            if (here / CDK_JSON).is_file():
+                return cls(here)
+            raise AppNotFound(
+                f"no {CDK_JSON} in {here}: run this in your CDK app's folder, or name the app "
+                "with --app (a folder with a cdk.json, an app.py, or an app command)"
+            )
+        path = (here / app).resolve() if not Path(app).is_absolute() else Path(app)
+        if path.is_dir():
+            if (path / CDK_JSON).is_file():
+                return cls(path)
+            if (path / "manifest.json").is_file():  # a synthesized cloud assembly
+                return cls(here, str(path))
+            raise AppNotFound(f"no {CDK_JSON} in {path}: --app names a CDK app's folder")
+        if path.suffix == ".py":
+            if not path.is_file():
+                raise AppNotFound(f"no app file {path}")
+            return cls(path.parent, f"{shlex.quote(sys.executable)} {shlex.quote(path.name)}")
+        if path.exists():
+            raise AppNotFound(f"--app {app}: not a CDK app's folder, a .py file or a command")
+        return cls(here, app)
