@@ -19,6 +19,7 @@ from exactly_once_cli.common import CliError, OneLineErrorGroup
 from exactly_once_cli.consumers import consumers_cmd
 from exactly_once_cli.db import db_app
 from exactly_once_cli.event import event_cmd, event_samples_cmd
+from exactly_once_cli.init import init_cmd
 from exactly_once_cli.invoke import invoke_cmd
 from exactly_once_cli.layer import layer_cmd
 from exactly_once_cli.locks import locks_app
@@ -100,6 +101,7 @@ app.add_typer(locks_app, name="locks")
 app.add_typer(db_app, name="db")
 app.command("layer")(layer_cmd)
 app.command("status")(status_cmd)
+app.command("init")(init_cmd)
 
 
 # Commands that drive this repository's example workload and fault_injection: their modules
