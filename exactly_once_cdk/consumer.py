@@ -33,6 +33,7 @@ from exactly_once_cdk.consumer_rules import (
     visibility_timeout_seconds,
 )
 from exactly_once_cdk.functions import FunctionOptions, store_function
+from exactly_once_cdk.local_mode import on_local_stack
 from exactly_once_cdk.record_store import RecordStore
 from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
@@ -98,6 +99,9 @@ class IdempotentConsumer(Construct):
     Scaling is one of two kinds: `max_concurrency` (default 5 concurrent invocations), or
     provisioned pollers (`min_pollers`/`max_pollers`, AWS defaults 2/200): faster scaling, but
     the minimum pollers are billed around the clock, messages or not. Both is an error.
+    `mapping_enabled` left unset follows the app's `localStack` context
+    (`exactly_once_cdk.local_mode`): the mapping is created disabled in the local emulator,
+    whose poller runs the function instead, and enabled everywhere else.
     `removal_policy` applies to both queues: RETAIN (the default) keeps them, and the messages
     in them, when the stack is deleted; DESTROY suits throwaway stages.
     """
@@ -132,7 +136,7 @@ class IdempotentConsumer(Construct):
         unfinished_window: Duration = UNFINISHED_WINDOW,
         unfinished_threshold: float = UNFINISHED_THRESHOLD,
         function_options: FunctionOptions | None = None,
-        mapping_enabled: bool = True,
+        mapping_enabled: bool | None = None,
         outputs: bool = True,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         queue_props: Mapping[str, Any] | None = None,
@@ -160,6 +164,8 @@ class IdempotentConsumer(Construct):
             max_pollers=max_pollers,
         )
         provisioned = min_pollers is not None or max_pollers is not None
+        if mapping_enabled is None:  # off in the emulator, where the local poller polls
+            mapping_enabled = not on_local_stack(self)
         stack = Stack.of(self)
         # Named queues: the DLQ's redrive allow policy must name its source queue's ARN, and a
         # reference to the queue would be a cycle (the queue's redrive policy names the DLQ).

@@ -30,6 +30,7 @@ from exactly_once_cdk import outputs as names
 from exactly_once_cdk.alarms import ALARM_PERIOD, AlarmSpec, function_alarms
 from exactly_once_cdk.consumer import LEASE_MARGIN, METRICS_NAMESPACE
 from exactly_once_cdk.functions import FunctionOptions, store_function
+from exactly_once_cdk.local_mode import on_local_stack
 from exactly_once_cdk.record_store import RecordStore
 from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
@@ -111,7 +112,8 @@ class IdempotentHttpApi(Construct):
 
     With `create_api=False` only the function, its grants, its alarms and the `<Id>FunctionName`
     output are made: for emulators without API Gateway v2 (moto's CloudFormation), where a
-    local gateway invokes the function instead. With `outputs`, the stack gets `<Id>Url`,
+    local gateway invokes the function instead. Left unset, `create_api` follows the app's
+    `localStack` context (`exactly_once_cdk.local_mode`). With `outputs`, the stack gets `<Id>Url`,
     `<Id>ApiId` and `<Id>FunctionName`.
     """
 
@@ -141,7 +143,7 @@ class IdempotentHttpApi(Construct):
         unfinished_window: Duration = UNFINISHED_WINDOW,
         unfinished_threshold: float = UNFINISHED_THRESHOLD,
         function_options: FunctionOptions | None = None,
-        create_api: bool = True,
+        create_api: bool | None = None,
         outputs: bool = True,
         metrics_namespace: str = METRICS_NAMESPACE,
         api_props: Mapping[str, Any] | None = None,
@@ -158,6 +160,8 @@ class IdempotentHttpApi(Construct):
         )
         self.route_specs = tuple((method.upper(), path) for method, path in routes)
         options = function_options or FunctionOptions()
+        if create_api is None:  # no API Gateway in the emulator: the local gateway serves
+            create_api = not on_local_stack(self)
         stack = Stack.of(self)
         built = store_function(
             self,

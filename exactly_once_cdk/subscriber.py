@@ -46,6 +46,7 @@ from exactly_once_cdk.consumer import (
 )
 from exactly_once_cdk.consumer_rules import queue_name
 from exactly_once_cdk.functions import FunctionOptions, store_function
+from exactly_once_cdk.local_mode import on_local_stack
 from exactly_once_cdk.record_store import RecordStore
 from exactly_once_cdk.tables import LedgerTable
 from exactly_once_cdk.unfinished_work import THRESHOLD as UNFINISHED_THRESHOLD
@@ -93,8 +94,9 @@ class IdempotentSubscriber(Construct):
 
     With `subscribe=False` the function, its DLQ, grants, asynchronous config, alarms and
     outputs are made, but no subscription: for emulators whose SNS would invoke the function
-    itself (moto, which needs Docker for that), where a local runner delivers instead. With
-    `outputs`, the stack gets `<Id>FunctionName`, `<Id>DeadLetterQueueUrl` and
+    itself (moto, which needs Docker for that), where a local runner delivers instead. Left
+    unset, `subscribe` follows the app's `localStack` context (`exactly_once_cdk.local_mode`).
+    With `outputs`, the stack gets `<Id>FunctionName`, `<Id>DeadLetterQueueUrl` and
     `<Id>DeadLetterQueueArn`.
     """
 
@@ -119,7 +121,7 @@ class IdempotentSubscriber(Construct):
         retry_attempts: int = RETRY_ATTEMPTS,
         max_event_age: Duration = MAX_EVENT_AGE,
         filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
-        subscribe: bool = True,
+        subscribe: bool | None = None,
         alarm_topic: sns.ITopic | None = None,
         dead_letter_age_alarm: Duration = DEAD_LETTER_AGE_ALARM,
         unfinished_window: Duration = UNFINISHED_WINDOW,
@@ -204,6 +206,8 @@ class IdempotentSubscriber(Construct):
         # Lambda checks that the role may send to the destination when the config is made.
         self.event_invoke_config.node.add_dependency(self.role)
         self.subscription: sns.Subscription | None = None
+        if subscribe is None:  # the emulator delivers to the code itself
+            subscribe = not on_local_stack(self)
         if subscribe:
             self.subscription = topic.add_subscription(
                 subscriptions.LambdaSubscription(

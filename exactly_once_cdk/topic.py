@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import Annotations, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -23,6 +23,7 @@ from constructs import Construct
 from exactly_once_cdk import outputs as names
 from exactly_once_cdk.alarms import ALARM_PERIOD, ONE_EVENT, add_alarm
 from exactly_once_cdk.consumer import IdempotentConsumer
+from exactly_once_cdk.local_mode import on_local_stack
 
 SNS_PRINCIPAL = "sns.amazonaws.com"
 
@@ -116,7 +117,7 @@ class IdempotentTopic(Construct):
         raw_message_delivery: bool = False,
         filter_policy: Mapping[str, sns.SubscriptionFilter] | None = None,
         dead_letter_queue: sqs.IQueue | None = None,
-        inline: bool = False,
+        inline: bool | None = None,
     ) -> sns.Subscription | None:
         """Subscribe the consumer's queue; SNS may then send to it (a queue policy statement
         scoped to this topic). The queues use SSE-SQS, which SNS writes to with no key grant.
@@ -128,6 +129,10 @@ class IdempotentTopic(Construct):
         `inline` writes the subscription into the topic's own `Subscription` property instead
         of an `AWS::SNS::Subscription`: for emulators whose CloudFormation has no subscription
         resource (moto). That property has no attributes, so it takes none of the options.
+        Left unset, `inline` follows the app's `localStack` context
+        (`exactly_once_cdk.local_mode`): inline in the local emulator, where the options
+        given are left out with a warning (the consumer reads an enveloped body as a raw one,
+        and a filter policy is not applied there), an `AWS::SNS::Subscription` elsewhere.
         """
         queue = consumer.queue
         if queue.fifo:
@@ -139,6 +144,24 @@ class IdempotentTopic(Construct):
         # off, so that a queue never starts unwrapping by surprise); with raw delivery there is
         # none, and auto leaves a raw body as it is.
         consumer.function.add_environment(SNS_ENVELOPE, "auto")
+        if inline is None:
+            inline = on_local_stack(self)
+            dropped = [
+                name
+                for name, given in (
+                    ("raw message delivery", raw_message_delivery),
+                    ("filter policy", filter_policy),
+                    ("dead-letter queue", dead_letter_queue is not None),
+                )
+                if given
+            ]
+            if inline and dropped:
+                Annotations.of(self).add_warning_v2(
+                    "exactly-once:localSubscription",
+                    f"{consumer.name}'s subscription in the local emulator has no "
+                    f"{', '.join(dropped)}: the topic's own Subscription entries carry none",
+                )
+                raw_message_delivery, filter_policy, dead_letter_queue = False, None, None
         if not inline:
             subscription = self.topic.add_subscription(
                 subscriptions.SqsSubscription(
