@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION ?= 1
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: help setup lint typecheck unit test run up status down bench chaos model synth deploy destroy bootstrap scan send publish replay invoke locks layer dist clean
+.PHONY: help setup lint typecheck unit test run up status down bench chaos model synth deploy destroy bootstrap scan send publish replay invoke locks layer dist docs clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ dist: setup ## Build the wheel and sdist into dist/ and check them (twine, check
 	$(PY) -m build --outdir dist .
 	$(BIN)/twine check --strict dist/*
 	$(BIN)/check-wheel-contents dist/*.whl
+
+docs: setup ## Build the documentation site (MkDocs, Material) from docs/ into build/site
+	$(BIN)/mkdocs build --strict
 
 clean: ## Remove build output (keeps .venv and node_modules)
 	rm -rf build dist cdk.out .local .pytest_cache .mypy_cache .ruff_cache
