@@ -51,7 +51,7 @@ class AppSource:
             if (path / "manifest.json").is_file():  # a synthesized cloud assembly
                 return cls(here, str(path))
             raise AppNotFound(f"no {CDK_JSON} in {path}: --app names a CDK app's folder")
-        if path.suffix == ".py":
+        if path.suffix == ".py" and (path.exists() or not any(c.isspace() for c in app)):
             if not path.is_file():
                 raise AppNotFound(f"no app file {path}")
             return cls(path.parent, f"{shlex.quote(sys.executable)} {shlex.quote(path.name)}")
