@@ -45,7 +45,12 @@ def twine_check(*paths: Path) -> tuple[int, str]:
 
 def wheel_contents_check(wheel: Path) -> tuple[int, str]:
     # The config named explicitly: check-wheel-contents otherwise reads only the cwd's.
-    cmd = [DEV_BIN / "check-wheel-contents", "--config", REPO / "pyproject.toml", wheel]
+    cmd: list[str | Path] = [
+        DEV_BIN / "check-wheel-contents",
+        "--config",
+        REPO / "pyproject.toml",
+        wheel,
+    ]
     result = run(cmd, cwd=REPO, check=False)
     return result.returncode, result.stdout + result.stderr
 
