@@ -255,8 +255,8 @@ def test_a_failed_write_throttled_past_its_retries_gives_way_when_the_lease_ends
 def test_a_key_sent_after_its_record_expired_runs_again_but_its_effect_does_not(
     make_api: MakeApi, ddb: DynamoDBClient, ledger_table: str
 ) -> None:
-    """The clock passes the record's TTL (a day for APIs): the key is new again, as the README
-    says, and the fenced effect refuses a second ledger entry."""
+    """The clock passes the record's TTL (a day for APIs): the key is new again, as docs/http.md
+    says ("Records last a day"), and the fenced effect refuses a second ledger entry."""
     runs: list[int] = []
 
     def handler(request: HttpRequest, ctx: RequestContext) -> dict[str, Any]:

@@ -126,8 +126,9 @@ def test_the_global_region_reaches_the_handlers_clients(
 def test_the_sample_events_run_in_order_do_not_collide(
     invoke_orders: InvokeOrders, sqs: SQSClient, orders: QueuePair
 ) -> None:
-    """The README's examples in a row: no key reused with another payload, so no DLQ traffic
-    except the poison message, which the layer dead-letters by design (exit 0).
+    """The sample events docs/cli.md and docs/operations.md show, in a row: no key reused
+    with another payload, so no DLQ traffic except the poison message, which the layer
+    dead-letters by design (exit 0).
     """
     outcomes: list[str] = []
     for name in (

@@ -49,8 +49,9 @@ def outcome_rows(output: str) -> list[str]:
 def test_the_sns_samples_run_in_order(
     invoke: InvokeWith, sqs: SQSClient, orders: QueuePair
 ) -> None:
-    """The README's examples in a row: the same message twice, the same sale published twice,
-    attributes, and a poison message the handler dead-letters (exit 0: no retry)."""
+    """The SNS sample events docs/cli.md and docs/operations.md show, in a row: the same
+    message twice, the same sale published twice, attributes, and a poison message the handler
+    dead-letters (exit 0: no retry)."""
     seen: dict[str, list[list[str]]] = {}
     for name in (
         "sns-sale.json",

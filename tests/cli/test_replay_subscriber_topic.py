@@ -1,4 +1,4 @@
-"""`eonce replay SalesCounter --dry-run` works as the README writes it on the local stack
+"""`eonce replay SalesCounter --dry-run` works as docs/cli.md writes it on the local stack
 (issue 26, defect 7): with no Lambda subscription in moto (the local stack's tap stands in for
 it) and two topics in the stack (Sales, and the alarm topic), a `permanent` message's topic was
 unknown and it was "not replayable ... pass --topic-arn". The stack's template names the
@@ -10,12 +10,15 @@ The stack is a CloudFormation stack in in-process moto, shaped as the constructs
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from exactly_once_ops.stack_template import subscribed_topics, topics_in_template
 from tests.cli.support import Invoke
+
+DOCUMENTED = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -90,9 +93,10 @@ def dead_letter_permanent(sqs: SQSClient, dlq: str) -> None:
     )
 
 
-def test_the_readmes_dry_run_finds_the_topic(
+def test_the_documented_dry_run_finds_the_topic(
     cli: Invoke, sqs: SQSClient, outputs: dict[str, str]
 ) -> None:
+    assert "`eonce replay SalesCounter --dry-run`" in DOCUMENTED.read_text(encoding="utf-8")
     dead_letter_permanent(sqs, outputs["SalesCounterDeadLetterQueueUrl"])
     result = cli("replay", "SalesCounter", "--dry-run", "--wait-seconds", "0")
     assert result.exit_code == 0, result.output

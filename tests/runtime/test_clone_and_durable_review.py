@@ -3,7 +3,8 @@
 - A forked child may still take keys of its own (it is refused only its parent's), with its own
   transaction and heartbeat, while its parent's lock and heartbeat stay the parent's.
 - A `with once(...)` block that a child leaves (its parent's lock) writes nothing.
-- The README's pattern for a durable step's writes, as written there: the step's writes commit
+- The pattern docs/once.md gives for a durable step's writes, as written there (and the page
+  still shows it): the step's writes commit
   with the inner key, a step retried after they committed finds them and answers the same, and
   the outer durable key completes once.
 - A durable lock's transaction is refused through the ledger too (it reads `ctx.transaction`).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -127,10 +129,26 @@ def retry_once_soon(error: Exception, attempt: int) -> RetryDecision:
     )
 
 
-def test_the_readmes_durable_step_pattern_keeps_a_write_across_a_lost_checkpoint(
+def test_docs_once_md_still_shows_the_durable_step_pattern_this_file_runs() -> None:
+    """The test below runs the page's pattern line for line (with a store and a test table):
+    if the page's pattern changes, this fails, so the two cannot drift apart."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "once.md").read_text(encoding="utf-8")
+    for line in (
+        'with once("orders", f"{order_id}#charge", lease_s=60) as inner:  # no DurableContext',
+        "if inner.status is ClaimStatus.COMPLETED:",
+        "return inner.result  # committed by an earlier attempt of the step",
+        "if not inner.acquired:",
+        'raise RuntimeError(f"{order_id}#charge is {inner.status}")  # the step retries',
+        'inner.lock.succeed(f"charged {order_id}")',
+        "context.wait(Duration.from_hours(1))  # suspends inside the block: the lock stays",
+    ):
+        assert line in page, line
+
+
+def test_the_documented_durable_step_pattern_keeps_a_write_across_a_lost_checkpoint(
     pg_store: PostgresStore, pg_dsn: str, scope: str
 ) -> None:
-    """README, "Business writes in a durable execution go in a `once` of their own": the
+    """docs/once.md, "Business writes in a durable execution go in a `once` of their own": the
     step's inner once commits its write; the step's first attempt then dies before its result
     is checkpointed, the retried step finds the inner key COMPLETED and returns its result
     without writing again, and the outer key completes with it."""
@@ -140,7 +158,7 @@ def test_the_readmes_durable_step_pattern_keeps_a_write_across_a_lost_checkpoint
     @durable_step
     def charge(step: StepContext, order_id: str) -> str:
         attempts.append(order_id)
-        # As in the README (the store given, since this test has no IDEMPOTENCY_DSN):
+        # As in docs/once.md (the store given, since this test has no IDEMPOTENCY_DSN):
         with once(scope, f"{order_id}#charge", lease_s=60, store=pg_store) as inner:
             if inner.status is ClaimStatus.COMPLETED:
                 return str(inner.result)  # committed by an earlier attempt of the step
