@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from exactly_once.stores.postgres.store import PostgresStore
 
 DSN_ENV = "IDEMPOTENCY_DSN"
-PG_REQUIREMENTS = "pip install 'psycopg[binary]' psycopg-pool"
+# The extra, not the bare drivers: it pins the psycopg versions the store is tested with.
+PG_REQUIREMENTS = "pip install 'exactly-once-sqs[postgres]'"
 
 
 class LocalStore(StrEnum):
