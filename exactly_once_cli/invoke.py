@@ -8,11 +8,11 @@ handler talks to the same tables and DLQ as the deployed one.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,8 +31,10 @@ from exactly_once_cli.common import (
     stderr,
     stdout,
 )
+from exactly_once_ops.app_model import AppModelError, DeployedApp, Function
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
+from exactly_once_ops.local_state import default_paths
 from exactly_once_ops.sns_events import is_sns_event
 from exactly_once_ops.targets import (
     DEFAULT_STACK,
@@ -159,36 +161,78 @@ def point_clients_at(target: AwsTarget, dynamodb: Endpoint) -> None:
     clients.reset()
 
 
-def registered_source(name: str) -> Path | None:
-    """The code folder a checkout's registries (infra/) give the function `name` (any case):
-    a topic subscriber's id need not match its folder (SalesCounter is functions/sales)."""
-    specs: list[Any] = []
-    for module, attribute in (("consumers", "CONSUMERS"), ("apis", "APIS")):
-        try:
-            specs += getattr(importlib.import_module(f"infra.{module}"), attribute)
-        except ImportError:  # an installed eonce, without the repository's infra/
+@dataclass(frozen=True)
+class CodeFolder:
+    """Where a function's code is, and the handler the app gives it (None for --source)."""
+
+    folder: Path
+    handler: str | None = None
+
+
+def served_assemblies(target: AwsTarget) -> list[Path]:
+    """The cloud assemblies the local stack was deployed from, when it is the target (found by
+    itself, or named by its own endpoint, as `eval "$(eonce env)"` names it)."""
+    paths = default_paths()
+    state = paths.running() if paths is not None else None
+    if paths is None or state is None:
+        return []
+    if target.local is None and target.endpoint_url != state.endpoint_url:
+        return []
+    return sorted(manifest.parent for manifest in paths.assemblies.glob("*/*/manifest.json"))
+
+
+def entry_points(app: DeployedApp) -> dict[str, Function]:
+    """Every consumer, API and subscriber of the app by its id."""
+    return {point.id: point.function for point in (*app.consumers, *app.apis, *app.subscribers)}
+
+
+def from_assembly(assembly: Path, name: str, stack: str, served: bool) -> CodeFolder | None:
+    """The code folder the assembly's stack gives the entry point `name` (any case). `stack`
+    picks one of several stacks; the served stack's assembly is read for that stack only,
+    `cdk.out` for its one stack when `stack` is none of them. A name the stack lacks is a
+    misspelt name there (TargetError), not a missing folder."""
+    from local_aws.cloud_assembly import read_assembly  # the reader the local stack uses
+
+    try:
+        app = read_assembly(assembly, stack)
+    except AppModelError as exc:
+        if served:
             return None
-    topics = importlib.import_module("infra.topics").TOPICS
-    specs += [spec for topic in topics for spec in topic.subscribers]
-    for spec in specs:
-        if spec.id.lower() == name.lower():
-            return Path(spec.source_path)
-    return None
-
-
-def source_folder(consumer: str, source: Path | None) -> Path:
-    """--source, else the checkout's registries, else this repository's layout:
-    `functions/<consumer>` under the working dir (`PaymentsApi` is `functions/payments_api`)."""
-    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in consumer).lstrip("_")
-    candidates = [Path("functions") / consumer.lower(), Path("functions") / snake]
-    folder = (
-        source
-        or registered_source(consumer)
-        or next((c for c in candidates if c.is_dir()), candidates[0])
+        try:
+            app = read_assembly(assembly)
+        except AppModelError:
+            raise CliError(f"no code folder for {name!r}: {exc} (pick one with --stack)") from None
+    functions = entry_points(app)
+    for found, function in functions.items():
+        if found.lower() == name.lower():
+            try:
+                return CodeFolder(function.code_folder(), function.handler)
+            except AppModelError as exc:
+                raise CliError(f"no code folder for {name!r}: {exc}") from None
+    raise no_such_name(
+        "consumer, API or subscriber", name, app.stack_name, list(functions), listed="they are"
     )
-    if not folder.is_dir():
-        raise CliError(f"no handler source at {folder}: pass --source DIR (the function's code)")
-    return folder
+
+
+def source_folder(name: str, source: Path | None, target: AwsTarget, stack: str) -> CodeFolder:
+    """--source; else the assembly the local stack serves (when it is the target); else the
+    current folder's `cdk.out`, as `cdk synth` leaves it. Each names the folder by the entry
+    point's construct id, whatever the app: a subscriber's id need not match its folder."""
+    if source is not None:
+        if not source.is_dir():
+            raise CliError(
+                f"no handler source at {source}: pass --source DIR (the function's code)"
+            )
+        return CodeFolder(source)
+    for assembly in served_assemblies(target):
+        found = from_assembly(assembly, name, stack, served=True)
+        if found is not None:
+            return found
+    if (Path("cdk.out") / "manifest.json").is_file():
+        found = from_assembly(Path("cdk.out"), name, stack, served=False)
+        if found is not None:
+            return found
+    raise CliError(f"no code folder for {name!r}: pass --source DIR, or run `cdk synth` here")
 
 
 def reported_failures(response: Any) -> list[str]:
@@ -244,12 +288,15 @@ def invoke_cmd(
     source: Annotated[
         Path | None,
         typer.Option(
-            help="The function's code folder (default: the checkout's, else functions/<consumer>)."
+            help="The function's code folder (default: the local stack's, else ./cdk.out's, "
+            "as `cdk synth` leaves it)."
         ),
     ] = None,
     handler: Annotated[
         str | None,
-        typer.Option(help="module.function (default: the deployed one, else handler.handle)."),
+        typer.Option(
+            help="module.function (default: the deployed one, else the app's, else handler.handle)."
+        ),
     ] = None,
     timeout: Annotated[float, typer.Option(min=0.1, help="The context's timeout (s).")] = 30,
     env: Annotated[
@@ -282,10 +329,12 @@ def invoke_cmd(
     outputs = stack_outputs(target.cloudformation(), stack) if from_stack else {}
     if from_stack:  # a misspelt name is named as such, not blamed on a missing code folder
         check_function_name(outputs, consumer, stack)
+    given = name_values(env or [], "--env")
     config = deployed_configuration(target, outputs, consumer, stack) if from_stack else {}
-    folder = source_folder(consumer, source)
+    code = source_folder(consumer, source, target, stack)
+    folder = code.folder
     environment = dict(config.get("Environment", {}).get("Variables", {}))
-    environment.update(name_values(env or [], "--env"))
+    environment.update(given)
     if not (environment.get("IDEMPOTENCY_TABLE") or os.environ.get("IDEMPOTENCY_TABLE")):
         raise CliError("IDEMPOTENCY_TABLE is not set: deploy the stack or pass --env")
     os.environ.update(environment)
@@ -293,7 +342,9 @@ def invoke_cmd(
     point_clients_at(target, dynamodb)
     stderr().print(f"region {target.region_name}; DynamoDB at {dynamodb}", markup=False)
     try:
-        function = load_handler(str(folder), handler or config.get("Handler") or DEFAULT_HANDLER)
+        function = load_handler(
+            str(folder), handler or config.get("Handler") or code.handler or DEFAULT_HANDLER
+        )
     except (ImportError, AttributeError, SyntaxError) as exc:
         raise CliError(f"cannot load the handler from {folder}: {exc}") from exc
     check_event_kind(function, consumer, "API Gateway" if api else "SNS" if sns else "SQS", where)

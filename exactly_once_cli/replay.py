@@ -692,7 +692,7 @@ def subscriber_cmd(
     if not dry_run and (
         run is RunVia.LOCAL or (run is RunVia.AUTO and LOCAL_DYNAMODB_ENDPOINT in outputs)
     ):
-        invoker = _local_invoker(target, outputs, found.name, config, source, handler)
+        invoker = _local_invoker(target, outputs, stack, found.name, config, source, handler)
     elif not dry_run:
         invoker = LambdaInvoker(functions, found.function_name, wait=wait)
         how = "RequestResponse" if wait else "Event"
@@ -748,6 +748,7 @@ def _find_subscriber(
 def _local_invoker(
     target: AwsTarget,
     outputs: dict[str, str],
+    stack: str,
     name: str,
     config: dict[str, Any],
     source: Path | None,
@@ -758,9 +759,12 @@ def _local_invoker(
     os.environ.update(config.get("Environment", {}).get("Variables", {}))
     dynamodb = target.endpoint("dynamodb", outputs)
     point_clients_at(target, dynamodb)
-    folder = source_folder(name, source)
+    code = source_folder(name, source, target, stack)
+    folder = code.folder
     try:
-        function = load_handler(str(folder), handler or config.get("Handler") or DEFAULT_HANDLER)
+        function = load_handler(
+            str(folder), handler or config.get("Handler") or code.handler or DEFAULT_HANDLER
+        )
     except (ImportError, AttributeError, SyntaxError) as exc:
         raise CliError(f"cannot load the handler from {folder}: {exc}") from exc
     stderr().print(

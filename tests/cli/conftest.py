@@ -7,6 +7,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
@@ -134,6 +135,11 @@ def new_database(postgres_server: PostgresServer) -> Iterator[str]:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+CODE_FOLDERS = {"orders": "orders", "paymentsapi": "payments_api", "salescounter": "sales"}
+"""This repository's entry points (any case) and their code folders under functions/."""
+
+
 @pytest.fixture
 def invoke(
     cli: Invoke,
@@ -145,7 +151,8 @@ def invoke(
     dynamodb_local: DynamoDBLocal,
 ) -> InvokeWith:
     """`eonce invoke NAME --event FILE` with the test's tables, scope and DLQ (the orders
-    pair's); no --source: the checkout's registries name the code folder."""
+    pair's), and this repository's code folder for NAME as --source (how invoke finds it in
+    an app's cloud assembly is tests/cli/test_invoke_from_assembly.py)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local.endpoint)
     settings = {
         "IDEMPOTENCY_TABLE": fresh_idempotency_table,
@@ -159,7 +166,10 @@ def invoke(
     options = [arg for name, value in settings.items() for arg in ("--env", f"{name}={value}")]
 
     def run(name: str, event: str) -> Result:
-        return cli("invoke", name, "--no-from-stack", "--event", event, *options)
+        source = str(FUNCTIONS / CODE_FOLDERS[name.lower()])
+        return cli(
+            "invoke", name, "--no-from-stack", "--source", source, "--event", event, *options
+        )
 
     return run
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = str(ROOT / "functions" / "orders")
+PAYMENTS_API = str(ROOT / "functions" / "payments_api")
 EVENTS = ROOT / "events"
 pytestmark = pytest.mark.usefixtures("restored_environment", "layer_logs_to_current_stdout")
 
@@ -317,7 +318,9 @@ def test_an_api_gateway_sample_runs_the_payment_once_in_every_event_shape(
     outcomes = []
     for name in ("http-api", "rest-api", "function-url", "http-api", "no-key"):
         event = str(EVENTS / f"api-payment-{name}.json")
-        result = cli("invoke", "PaymentsApi", "--no-from-stack", "-e", event, *env)
+        result = cli(
+            "invoke", "PaymentsApi", "--source", PAYMENTS_API, "--no-from-stack", "-e", event, *env
+        )
         assert result.exit_code == 0, result.output
         # the handler's JSON logs and EMF metrics share stdout, as they would in Lambda
         (line,) = [x for x in result.stdout.splitlines() if x.startswith("PaymentsApi:")]

@@ -1,5 +1,5 @@
-"""`invoke` with SNS events: the sales subscriber (functions/sales, found through infra/topics.py
-as `salescounter`) on the committed samples, and the orders consumer on an SNS envelope.
+"""`invoke` with SNS events: the sales subscriber (`salescounter`, whose code is functions/sales)
+on the committed samples, and the orders consumer on an SNS envelope.
 
 Exit codes follow Lambda's asynchronous invocation: 0 when the handler returned (processed, a
 duplicate, or dead-lettered as permanent), 1 when it raised (Lambda would retry the event).

@@ -116,9 +116,18 @@ def cli(stack: LocalStack, monkeypatch: pytest.MonkeyPatch, *args: str) -> str:
     return result.output
 
 
+def synthesized_here(stack: LocalStack, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work in `folder` as after `cdk synth` there: ./cdk.out is the assembly the stack was
+    deployed from, where `invoke` finds each function's code (as for any app)."""
+    assert stack.deployment is not None
+    (folder / "cdk.out").symlink_to(stack.deployment.assembly_dir, target_is_directory=True)
+    monkeypatch.chdir(folder)
+
+
 def test_invoke_runs_the_deployed_function_locally_with_a_sample_event(
-    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    synthesized_here(stack, tmp_path, monkeypatch)
     event = str(ROOT / "events" / "orders-batch-duplicates.json")
     output = cli(stack, monkeypatch, "invoke", "orders", "--event", event, "--stack", "E2e")
     response = json.loads(output[output.rindex('{\n  "batchItemFailures"') :])
@@ -242,8 +251,9 @@ def test_the_topic_reaches_its_subscriber_and_the_orders_queue_exactly_once(
 
 
 def test_publish_and_invoke_a_topic_subscriber_through_the_cli(
-    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    synthesized_here(stack, tmp_path, monkeypatch)
     published = cli(
         stack,
         monkeypatch,

@@ -10,6 +10,8 @@
   dependencies: it ships alone, as the layer and the wheel.
 - The local stack (`local_aws`) never imports this repository's app (`infra`, `app.py`): it
   learns what to run from the deployed stack, so it can run any app built with the constructs.
+  Nor does the CLI (`exactly_once_cli`), by name (`importlib.import_module("infra.…")`) or
+  otherwise: `eonce invoke` finds a function's code in the app's cloud assembly, whatever the app.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from pathlib import Path
 import pytest
 
 import exactly_once
+import exactly_once_cli
 import local_aws
 from tests.import_graph import find_cycle, import_graph, outside_imports
 
 LAYER = Path(exactly_once.__file__).parent
 LOCAL_AWS = Path(local_aws.__file__).parent
+CLI = Path(exactly_once_cli.__file__).parent
 
 ROOMS = ("stores", "sqs", "sns", "http")
 FOUNDATION = {
@@ -171,6 +175,23 @@ def test_an_app_import_in_the_local_stack_is_caught(tmp_path: Path) -> None:
         "local_aws.run imports app",
         "local_aws.stack imports infra",
     ]
+
+
+def test_the_cli_never_imports_this_repositorys_app() -> None:
+    """`invoke` imported `infra.consumers`, `infra.apis` and `infra.topics` by a computed name
+    to find a function's code folder, which the rules could not even read."""
+    imports = outside_imports(CLI)
+    assert "local_aws" in imports["exactly_once_cli.invoke"]  # read inside functions too
+    assert app_imports(imports) == []
+
+
+def test_an_app_import_by_name_in_the_cli_is_caught(tmp_path: Path) -> None:
+    package = tmp_path / "exactly_once_cli"
+    package.mkdir()
+    (package / "invoke.py").write_text(
+        "import importlib\ndef f():\n    return importlib.import_module('infra.topics')\n"
+    )
+    assert app_imports(outside_imports(package)) == ["exactly_once_cli.invoke imports infra"]
 
 
 def loaded_after(code: str) -> list[str]:
