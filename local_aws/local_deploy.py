@@ -115,7 +115,8 @@ def _context_args(context: Mapping[str, Any]) -> list[str]:
 
 
 def ensure_assets_bucket(endpoint_url: str) -> None:
-    """The bucket a bootstrap stack would own; creating it directly is much faster in moto."""
+    """The bucket a bootstrap stack would own, and its version parameter (`ensure_bootstrap`);
+    creating them directly is much faster in moto."""
     env = aws_env(endpoint_url)
     s3 = boto3.client(
         "s3",
@@ -127,6 +128,30 @@ def ensure_assets_bucket(endpoint_url: str) -> None:
     existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
     if ASSETS_BUCKET not in existing:
         s3.create_bucket(Bucket=ASSETS_BUCKET)
+    ensure_bootstrap(endpoint_url)
+
+
+# What a bootstrap stack records; the CDK CLI (and the template's BootstrapVersion parameter) read
+# it for a stack with the default synthesizer. The pinned CLI's bootstrap template's version.
+BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{QUALIFIER}/version"
+BOOTSTRAP_VERSION = "33"
+
+
+def ensure_bootstrap(endpoint_url: str) -> None:
+    """The bootstrap version parameter, so that a user's app with the default synthesizer
+    deploys as this app (CliCredentialsStackSynthesizer) does: without it the CLI refuses
+    ("SSM parameter /cdk-bootstrap/hnb659fds/version not found"). moto's STS lets the CLI
+    assume the bootstrap roles, which it never checks exist."""
+    env = aws_env(endpoint_url)
+    boto3.client(
+        "ssm",
+        endpoint_url=endpoint_url,
+        region_name=REGION,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    ).put_parameter(
+        Name=BOOTSTRAP_VERSION_PARAMETER, Value=BOOTSTRAP_VERSION, Type="String", Overwrite=True
+    )
 
 
 @dataclass

@@ -26,8 +26,9 @@ from exactly_once_cdk.bytecode import STAND_IN, InterpreterNotFound, env_variabl
 from exactly_once_cdk.layer import ExactlyOnceLayer
 from exactly_once_cdk.runtime_target import PYTHON_VERSIONS, RuntimeTarget
 from exactly_once_cli.app import app
-from local_aws.local_deploy import CDK, ROOT, deploy, failure_reason
+from local_aws.local_deploy import ROOT, deploy, failure_reason
 from local_aws.moto_server import MotoServer
+from local_aws.node_tools import find_cdk
 from tests.layer_bytecode import RUNNING_VERSION
 
 # The target whose interpreter is hidden: the default, 3.13, unless that is the running one,
@@ -106,7 +107,16 @@ def synth_for_aws(cwd: Path) -> subprocess.CompletedProcess[str]:
     """`make synth` (this repository's app.py through the pinned CDK CLI) in a fresh folder, so
     that no layer built earlier on this machine stands in for a build now."""
     command = f"{sys.executable} {ROOT / 'app.py'}"
-    cmd = [str(CDK), "synth", "--quiet", "--no-notices", "--app", command, "--output", "cdk.out"]
+    cmd = [
+        str(find_cdk(ROOT)),
+        "synth",
+        "--quiet",
+        "--no-notices",
+        "--app",
+        command,
+        "--output",
+        "cdk.out",
+    ]
     cmd += ["--context", f"pythonVersion={HIDDEN}"]
     env = {**os.environ, "CDK_DISABLE_VERSION_CHECK": "1", "CDK_DISABLE_CLI_TELEMETRY": "true"}
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
