@@ -4,6 +4,10 @@ sample event, like Lambda would.
 The function's environment (and its handler name) come from the deployed function, found
 through the stack's `<Consumer>FunctionName` output, unless given with --env / --handler, so the
 handler talks to the same tables and DLQ as the deployed one.
+
+The code comes from the app, whatever the app: --source, else the folder the local stack's
+cloud assembly staged for the entry point (when the served stack is the target), else the one
+`cdk synth` left in ./cdk.out. Nothing is read from this repository's `infra/`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,14 @@ from exactly_once_cli.common import (
     stderr,
     stdout,
 )
-from exactly_once_ops.app_model import AppModelError, DeployedApp, Function
+from exactly_once_ops.app_model import (
+    Api,
+    AppModelError,
+    Consumer,
+    DeployedApp,
+    Function,
+    Subscriber,
+)
 from exactly_once_ops.handlers import load_handler
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from exactly_once_ops.local_state import default_paths
@@ -183,7 +194,8 @@ def served_assemblies(target: AwsTarget) -> list[Path]:
 
 def entry_points(app: DeployedApp) -> dict[str, Function]:
     """Every consumer, API and subscriber of the app by its id."""
-    return {point.id: point.function for point in (*app.consumers, *app.apis, *app.subscribers)}
+    points: list[Consumer | Api | Subscriber] = [*app.consumers, *app.apis, *app.subscribers]
+    return {point.id: point.function for point in points}
 
 
 def from_assembly(assembly: Path, name: str, stack: str, served: bool) -> CodeFolder | None:
@@ -331,8 +343,8 @@ def invoke_cmd(
         check_function_name(outputs, consumer, stack)
     given = name_values(env or [], "--env")
     config = deployed_configuration(target, outputs, consumer, stack) if from_stack else {}
-    code = source_folder(consumer, source, target, stack)
-    folder = code.folder
+    located = source_folder(consumer, source, target, stack)
+    folder = located.folder
     environment = dict(config.get("Environment", {}).get("Variables", {}))
     environment.update(given)
     if not (environment.get("IDEMPOTENCY_TABLE") or os.environ.get("IDEMPOTENCY_TABLE")):
@@ -343,7 +355,7 @@ def invoke_cmd(
     stderr().print(f"region {target.region_name}; DynamoDB at {dynamodb}", markup=False)
     try:
         function = load_handler(
-            str(folder), handler or config.get("Handler") or code.handler or DEFAULT_HANDLER
+            str(folder), handler or config.get("Handler") or located.handler or DEFAULT_HANDLER
         )
     except (ImportError, AttributeError, SyntaxError) as exc:
         raise CliError(f"cannot load the handler from {folder}: {exc}") from exc

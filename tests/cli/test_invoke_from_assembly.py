@@ -41,7 +41,7 @@ STACK = "shop-local"
 pytestmark = pytest.mark.usefixtures("restored_environment", "layer_logs_to_current_stdout")
 
 # folder -> (module, function, answer): each handler prints whose code it is and where it ran
-HANDLERS = {
+HANDLERS: dict[str, tuple[str, str, dict[str, Any] | None]] = {
     "billing": ("billing", "consume", {"batchItemFailures": []}),
     "counting": ("tally", "count", None),
     "refund_api": ("refunds", "serve", {"statusCode": 200, "body": "{}"}),
