@@ -182,14 +182,20 @@ class CodeFolder:
 
 def served_assemblies(target: AwsTarget) -> list[Path]:
     """The cloud assemblies the local stack was deployed from, when it is the target (found by
-    itself, or named by its own endpoint, as `eval "$(eonce env)"` names it)."""
+    itself, or named by its own endpoint, as `eval "$(eonce env)"` names it). They are in the
+    state folder's `assemblies/` (local_aws.serve deploys there: `cdk.out.local-*/assembly`)."""
     paths = default_paths()
     state = paths.running() if paths is not None else None
     if paths is None or state is None:
         return []
     if target.local is None and target.endpoint_url != state.endpoint_url:
         return []
-    return sorted(manifest.parent for manifest in paths.assemblies.glob("*/*/manifest.json"))
+    for depth in range(1, 4):  # the shallowest: an assembly's own folders hold deeper ones
+        pattern = "/".join(["*"] * depth + ["manifest.json"])
+        found = sorted(manifest.parent for manifest in paths.assemblies.glob(pattern))
+        if found:
+            return found
+    return []
 
 
 def entry_points(app: DeployedApp) -> dict[str, Function]:

@@ -237,7 +237,11 @@ def served(here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
                 region=REGION,
                 endpoint_url=endpoint,
                 dynamodb_endpoint_url=endpoint,
-                environment={"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
+                environment={  # what `eonce env` prints (the endpoint is added by the test)
+                    "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing",
+                    "EONCE_STACK": STACK,
+                },
                 outputs={},
                 logs={},
                 workers=1,
@@ -257,6 +261,20 @@ def test_the_served_stacks_assembly_names_the_code_folder(
     _, build, where = ran(result.stdout)
     assert build == "served-Shop"
     assert where.is_relative_to(served.resolve())
+
+
+def test_the_served_stack_named_by_its_endpoint_is_the_local_stack(
+    cli: Invoke, served: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After `eval "$(eonce env)"` the shell names the served stack's endpoint explicitly."""
+    state = StatePaths(tmp_path / "state").read_state()
+    assert state is not None
+    for name, value in {**state.environment, "AWS_ENDPOINT_URL": state.endpoint_url}.items():
+        monkeypatch.setenv(name, value)
+    result = invoke(cli, "refunds", str(EVENTS / "api-payment-http-api.json"))
+    assert result.exit_code == 0, result.output
+    assert "using the local stack" not in result.output  # named, not found by itself
+    assert ran(result.stdout)[:2] == ("refund_api", "served-Shop")
 
 
 def test_the_served_stack_wins_over_cdk_out_here(
