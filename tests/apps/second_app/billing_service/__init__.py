@@ -1,0 +1,1 @@
+"""The second app's stack (see stack.py)."""
