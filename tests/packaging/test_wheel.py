@@ -113,6 +113,7 @@ def test_sdist_holds_the_packages_and_nothing_else(dists: Dists) -> None:
         "exactly_once_cdk",
         "exactly_once_ops",
         "exactly_once_cli",
+        "local_aws",
         "README.md",
         "pyproject.toml",
         "PKG-INFO",
@@ -124,13 +125,18 @@ def test_sdist_holds_the_packages_and_nothing_else(dists: Dists) -> None:
     assert layer_files
     assert all(f.startswith("layers/shared/python/exactly_once/") for f in layer_files)
     forbidden = {"tests", "infra", "node_modules", "cdk.out", "build", ".venv", "__pycache__"}
-    assert not [p for p in inside if forbidden & set(p.parts) or p.suffix == ".pyc"]
+    templates = PurePosixPath("exactly_once_cli", "templates")  # `eonce init`'s, tests/ and all
+    assert not [
+        p
+        for p in inside
+        if (forbidden & set(p.parts) and not p.is_relative_to(templates)) or p.suffix == ".pyc"
+    ]
     for package in PACKAGES:
         source = PACKAGE_SOURCES[package].relative_to(REPO).as_posix()
         assert PurePosixPath(source, "__init__.py") in inside, package
 
 
-def test_wheel_holds_exactly_the_four_packages(dists: Dists) -> None:
+def test_wheel_holds_exactly_the_five_packages(dists: Dists) -> None:
     names = wheel_files(dists)
     by_top: dict[str, set[str]] = {}
     for name in names:
@@ -154,7 +160,7 @@ def test_wheel_metadata_runtime_dependencies_and_extras(dists: Dists) -> None:
     requirements = [Requirement(r) for r in meta.get_all("Requires-Dist", [])]
     unconditional = {canonicalize_name(r.name) for r in requirements if r.marker is None}
     assert unconditional == {"boto3", "aws-lambda-powertools"}
-    assert set(meta.get_all("Provides-Extra", [])) == {"cdk", "cli", "postgres"}
+    assert set(meta.get_all("Provides-Extra", [])) == {"cdk", "cli", "postgres", "local"}
 
     def extra(name: str) -> set[str]:
         return {
@@ -166,6 +172,8 @@ def test_wheel_metadata_runtime_dependencies_and_extras(dists: Dists) -> None:
     assert extra("cdk") == {"aws-cdk-lib", "constructs"}
     assert extra("cli") == {"typer", "rich"}
     assert extra("postgres") == {"psycopg", "psycopg-pool"}
+    # The local stack: moto, and every other extra (hatchling spells the self-reference out).
+    assert extra("local") == extra("cdk") | extra("cli") | extra("postgres") | {"moto"}
 
 
 def test_wheel_declares_the_eonce_console_script(dists: Dists) -> None:
