@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -246,9 +247,17 @@ def source_folder(name: str, source: Path | None, target: AwsTarget, stack: str)
         found = from_assembly(assembly, name, stack, served=True)
         if found is not None:
             return found
-    if (Path("cdk.out") / "manifest.json").is_file():
+    manifest = Path("cdk.out") / "manifest.json"
+    if manifest.is_file():
         found = from_assembly(Path("cdk.out"), name, stack, served=False)
         if found is not None:
+            # The assembly holds a copy of the code as it was at the synth, not the source.
+            synthesized = datetime.fromtimestamp(manifest.stat().st_mtime).strftime("%H:%M:%S")
+            stderr().print(
+                f"code from ./cdk.out as synthesized at {synthesized} (`cdk synth` again after "
+                "editing it, or pass --source)",
+                markup=False,
+            )
             return found
     raise CliError(f"no code folder for {name!r}: pass --source DIR, or run `cdk synth` here")
 

@@ -23,6 +23,7 @@ from exactly_once_ops.local_state import (
     default_paths,
 )
 from exactly_once_ops.targets import consumers_in, subscribers_in, topics_in
+from exactly_once_ops.workload import DEFAULT_TEMPLATES
 from local_aws.app_source import AppNotFound, AppSource
 from local_aws.launcher import StartFailed, start_background
 from local_aws.local_deploy import ROOT
@@ -167,7 +168,10 @@ def next_steps(outputs: dict[str, str]) -> str:
     """What to try next, with the app's own consumer and topic names."""
     steps = ["eonce status"]
     if consumers := consumers_in(outputs):
-        steps.append(f"eonce send --consumer {consumers[0].lower()} --count 100")
+        name = consumers[0].lower()
+        # A consumer without a built-in body needs its shape: one with an "id" field to start.
+        shape = "" if name in DEFAULT_TEMPLATES else """ --template '{"id": "{id}"}'"""
+        steps.append(f"eonce send --consumer {name} --count 100{shape}")
     # An app's alarm topic (the `AlarmTopicArn` output) is for CloudWatch, not for messages.
     if topics := [name for name in topics_in(outputs) if name.lower() != "alarm"]:
         steps.append(f"eonce publish --topic {topics[0].lower()} --count 20")

@@ -157,6 +157,8 @@ def test_cdk_out_here_names_the_code_folder_of_an_entry_point(
     found, build, where = ran(result.stdout)
     assert (found, build) == (folder, "synthesized-Shop")
     assert where.is_relative_to(synthesized.resolve())  # the staged copy, as Lambda runs it
+    # ...a copy as of the synth, which the output says (an edit since then is not in it).
+    assert "code from ./cdk.out as synthesized at" in result.output
 
 
 def test_nothing_to_read_is_one_error_line(cli: Invoke, here: Path, tmp_path: Path) -> None:
@@ -285,3 +287,4 @@ def test_the_served_stack_wins_over_cdk_out_here(
     result = invoke(cli, "tally", str(EVENTS / "sns-sale.json"))
     assert result.exit_code == 0, result.output
     assert ran(result.stdout)[:2] == ("counting", "served-Shop")
+    assert "code from ./cdk.out" not in result.output
