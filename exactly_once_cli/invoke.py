@@ -191,6 +191,8 @@ def served_assemblies(target: AwsTarget) -> list[Path]:
         return []
     if target.local is None and target.endpoint_url != state.endpoint_url:
         return []
+    if state.assembly_dir is not None:  # up.json says which (a state written before: search)
+        return [Path(state.assembly_dir)]
     for depth in range(1, 4):  # the shallowest: an assembly's own folders hold deeper ones
         pattern = "/".join(["*"] * depth + ["manifest.json"])
         found = sorted(manifest.parent for manifest in paths.assemblies.glob(pattern))

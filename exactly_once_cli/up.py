@@ -69,6 +69,8 @@ def print_started(state: UpState, console: Console) -> None:
     """Where the stack is and how another shell reaches it."""
     consumers = ", ".join(name.lower() for name in consumers_in(state.outputs))
     console.print(f"  stack        {escape(state.stack)}: {consumers}")
+    if state.app:
+        console.print(f"  app          {escape(state.app)}")
     console.print(f"  moto         {state.endpoint_url}  (SQS, CloudFormation, Lambda, S3, SNS)")
     console.print(f"  DynamoDB     {state.dynamodb_endpoint_url}  (DynamoDB Local)")
     if state.postgres_dsn:

@@ -68,6 +68,8 @@ class UpState:
     started_at: str
     version: int = FORMAT_VERSION
     postgres_dsn: str | None = None  # the idempotency store's, when it is PostgreSQL
+    app: str = ""  # the CDK app deployed (its cdk.json, or the --app command)
+    assembly_dir: str | None = None  # the cloud assembly it was deployed from (code folders)
 
     @classmethod
     def from_json(cls, text: str) -> UpState:

@@ -32,7 +32,7 @@ from exactly_once_ops.local_state import (
 )
 from local_aws.api_server import ApiServer
 from local_aws.app_source import AppSource
-from local_aws.local_deploy import DeployError
+from local_aws.local_deploy import DeployError, default_app
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
 from local_aws.moto_server import REGION, MotoServer
@@ -72,6 +72,8 @@ def up_state(stack: LocalStack, poller: Poller, logs: dict[str, Path]) -> UpStat
         workers=poller.workers,
         started_at=utc_now(),
         postgres_dsn=None if stack.postgres is None else stack.postgres.dsn,
+        app=describe(stack.source),
+        assembly_dir=None if stack.deployment is None else str(stack.deployment.assembly_dir),
     )
 
 
@@ -237,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe(app: AppSource | None) -> str:
-    return "this checkout's cdk.json" if app is None else app.describe()
+    """The app, as `up` and `status` name it: its cdk.json, or the --app command."""
+    return (app or default_app()).describe()
 
 
 def one_line(exc: BaseException) -> str:

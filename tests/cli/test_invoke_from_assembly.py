@@ -12,6 +12,7 @@ in-process with the constructs; its entry points' ids differ from their code fol
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -288,3 +289,16 @@ def test_the_served_stack_wins_over_cdk_out_here(
     assert result.exit_code == 0, result.output
     assert ran(result.stdout)[:2] == ("counting", "served-Shop")
     assert "code from ./cdk.out" not in result.output
+
+
+def test_up_json_names_the_served_assembly(cli: Invoke, served: Path, tmp_path: Path) -> None:
+    """`up` records the assembly it deployed from (up.json's assembly_dir): that one runs, not
+    whatever else the state folder holds."""
+    paths = StatePaths(tmp_path / "state")
+    recorded = synthesize(tmp_path / "elsewhere" / "assembly", tmp_path / "rec-src", "recorded")
+    state = paths.read_state()
+    assert state is not None
+    paths.write_state(dataclasses.replace(state, assembly_dir=str(recorded)))
+    result = invoke(cli, "invoices", sqs_file(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert ran(result.stdout)[:2] == ("billing", "recorded-Shop")
