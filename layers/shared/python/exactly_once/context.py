@@ -43,7 +43,8 @@ class LockedContext(ABC):
         """The open `psycopg.Connection` whose transaction commits with this key's COMPLETED
         record (PostgreSQL store only): business writes made on it happen exactly when the
         work is recorded done, and roll back when this holder lost its lease. Keep slow calls
-        to other systems out of it (see README, "Choosing a store")."""
+        to other systems out of it (docs/postgres.md: a payment API called inside it cannot be
+        rolled back with it)."""
         if self._store is None or self._lock is None:
             raise RuntimeError("this context holds no lock")
         return self._store.transaction(self._lock)

@@ -14,7 +14,7 @@ from typing import Any
 from exactly_once.stores import codec
 
 REPLAYED_HEADER = "Idempotent-Replayed"
-PROBLEM_TYPE = "urn:exactly-once:problem:"  # + a name the README's status table lists
+PROBLEM_TYPE = "urn:exactly-once:problem:"  # + a name docs/http.md's answer table lists
 PROBLEM_JSON = "application/problem+json"
 
 
