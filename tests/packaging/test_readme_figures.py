@@ -1,10 +1,11 @@
-"""The README's headline figures are quoted from the generated reports, not retyped.
+"""The headline figures are quoted from the generated reports, not retyped.
 
-`make bench` writes docs/benchmarks.md and `eonce chaos --markdown` docs/chaos.md; the README's
-"Headline figures" section quotes them. A figure rounded on the way (5.9x for the report's 5.91x)
-or left from an earlier run is a claim no report backs, so every measured figure in that
-section (a decimal, or a whole number of three digits or more) must occur, as the same token,
-in one of the two reports.
+`make bench` writes docs/benchmarks.md and `eonce chaos --markdown` docs/chaos.md (and
+docs/chaos-postgres.md); the README's "Headline figures" section and docs/performance.md quote
+them. A figure rounded on the way (5.9x for the report's 5.91x) or left from an earlier run is a
+claim no report backs, so every measured figure there (a decimal, or a whole number of three
+digits or more; not a version such as 0.2.0, nor a size such as "a 200-message version") must
+occur, as the same token, in one of the reports.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import re
 from tests.packaging.support import REPO
 
 README = REPO / "README.md"
-REPORTS = (REPO / "docs" / "benchmarks.md", REPO / "docs" / "chaos.md")
+PERFORMANCE = REPO / "docs" / "performance.md"
+REPORTS = tuple(REPO / "docs" / name for name in ("benchmarks.md", "chaos.md", "chaos-postgres.md"))
 SECTION = re.compile(r"^## Headline figures\n(.*?)(?=^## )", re.MULTILINE | re.DOTALL)
 # A figure: digits with an optional decimal part, thousands separators allowed ("10,000").
-FIGURE = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?![\d])|(?<![\w.])\d+(?:\.\d+)?(?![\d])")
+# Not a version (0.2.0) nor a count that names a thing ("a 200-message version").
+FIGURE = re.compile(r"(?<![\w.])(?:\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\d])(?!\.\d)(?!-[A-Za-z])")
 LINK = re.compile(r"\]\([^)]*\)")
 
 
@@ -45,6 +48,13 @@ def test_every_headline_figure_is_in_a_report() -> None:
     assert sorted(f for f in quoted if not occurs(f, reports)) == []
 
 
+def test_every_figure_of_the_performance_page_is_in_a_report() -> None:
+    quoted = figures(PERFORMANCE.read_text(encoding="utf-8"))
+    assert {"62.1", "4293", "1192"} <= quoted  # bench, chaos and chaos-postgres figures alike
+    reports = "\n".join(path.read_text(encoding="utf-8") for path in REPORTS)
+    assert sorted(f for f in quoted if not occurs(f, reports)) == []
+
+
 def test_a_rounded_figure_is_caught() -> None:
     reports = "5.91x (367 ms / 62 ms); 7.07x"
     assert not occurs("5.9", reports)
@@ -52,3 +62,4 @@ def test_a_rounded_figure_is_caught() -> None:
     assert occurs("5.91", reports)
     line = "**5.9\N{MULTIPLICATION SIGN} slower**, 10,000 messages, 2 / 1 / 1"
     assert figures(line) == {"5.9", "10000"}
+    assert figures("the 0.2.0 tree; a 200-message version; 0.5-5 s") == {"0.5"}
