@@ -5,8 +5,9 @@ pid that may have been reused, says whether it still runs. It writes `up.json` o
 ready (endpoints, region, the stack's outputs, the variables a shell needs, log paths) and
 `up-stats.json` about once a second (the poller's counts per consumer since it started, and
 the health of each function's worker processes), and removes both when it stops. The folder
-is `$EONCE_STATE_DIR`, else `.local/` in the checkout that holds `local_aws` (an installed
-`eonce` without a checkout has no local stack).
+is `$EONCE_STATE_DIR`, else `.local/` beside the nearest cdk.json at or above the working
+folder (the app's), else `.local/` in the checkout that holds `local_aws`
+(`default_state_dir`; docs/local.md, "Where its state lives").
 """
 
 from __future__ import annotations
