@@ -10,6 +10,7 @@ path segments `_package_` and `_consumer_` become the service's package and cons
 
 from __future__ import annotations
 
+import json
 import keyword
 import re
 import sys
@@ -19,6 +20,8 @@ from importlib import metadata, resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 from typing import Annotated
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import typer
 
@@ -110,11 +113,38 @@ class Service:
 
 
 def requirement_specifier() -> str:
-    """`~=X.Y.Z` for the installed version (compatible releases only), else nothing."""
+    """What follows `exactly-once-sqs[...]` in the service's requirements: ` @ file:///...`
+    when this installation came from a local wheel file or project folder that is still there
+    (`make dist`'s wheel, a checkout: neither is on an index, and `~=` would make the service's
+    `make setup` fail with "No matching distribution"), else `~=X.Y.Z` for the installed version
+    (compatible releases only), else nothing."""
     try:
-        return f"~={metadata.version(DISTRIBUTION)}"
+        distribution = metadata.distribution(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return ""
+    if origin := installed_from(distribution.read_text("direct_url.json")):
+        return f" @ {origin.as_uri()}"
+    return f"~={distribution.version}"
+
+
+def installed_from(direct_url: str | None) -> Path | None:
+    """The local wheel file or project folder a distribution was installed from (PEP 610's
+    direct_url.json with a file: URL), if it is still there; None for an index's."""
+    try:
+        origin = json.loads(direct_url or "null")
+    except ValueError:
+        return None
+    if not isinstance(origin, dict) or not isinstance(origin.get("url"), str):
+        return None
+    url = urlsplit(origin["url"])
+    if url.scheme != "file" or url.netloc not in ("", "localhost"):
+        return None
+    path = Path(url2pathname(url.path))
+    if "archive_info" in origin:
+        return path if path.suffix == ".whl" and path.is_file() else None
+    if "dir_info" in origin:
+        return path if (path / "pyproject.toml").is_file() else None
+    return None
 
 
 def check_name(name: str) -> Service:
@@ -210,6 +240,12 @@ def init_cmd(
         f"({CONSUMER}, keyed by {CONSUMER_KEY}) on {store.value}, {len(written)} files",
         markup=False,
     )
+    if (requirement := service.values()["requirement"]).startswith(" @ "):
+        console.print(
+            f"requirements.txt installs {DISTRIBUTION} from{requirement.removeprefix(' @')}, "
+            "where this one was installed from",
+            markup=False,
+        )
     console.print("next:", markup=False)
     for line in (
         f"cd {folder}",
