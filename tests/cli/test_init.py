@@ -158,3 +158,21 @@ def test_the_service_passes_its_own_tests_and_lint(cli: Invoke, tmp_path: Path) 
     assert "8 passed" in result.stdout, result.stdout
     run([DEV_BIN / "ruff", "check", "--no-cache", "."], cwd=service, env=env)
     run([DEV_BIN / "ruff", "format", "--check", "--no-cache", "."], cwd=service, env=env)
+
+
+def test_the_makefile_runs_the_venvs_tools(cli: Invoke, tmp_path: Path) -> None:
+    """`make test/up/send/down` (dry run, setup already done) call the service venv's python and
+    eonce, and `send` names the stack's consumer with its body shape."""
+    assert cli("init", "shop", "--directory", str(tmp_path)).exit_code == 0
+    service = tmp_path / "shop"
+    for stamp in (".venv/.installed", "node_modules/.installed"):
+        (service / stamp).parent.mkdir()
+        (service / stamp).touch()
+    planned = run(["make", "-n", "test", "up", "send", "down"], cwd=service).stdout
+    assert planned.splitlines() == [
+        ".venv/bin/python -m pytest",
+        ".venv/bin/eonce up",
+        ".venv/bin/eonce send --consumer Orders --count 20 --duplicates 0.3 \\",
+        '\t--template \'{"orderId": "{id}", "amount": 10}\'',
+        ".venv/bin/eonce down",
+    ]
