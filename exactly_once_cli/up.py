@@ -31,8 +31,11 @@ from local_aws.signals import Terminated, terminate_on_signals
 
 
 def state_paths(app: AppSource | None = None) -> StatePaths:
-    """The working folder's state folder (see `default_state_dir`), else the app's."""
-    paths = default_paths() or (default_paths(app.folder) if app is not None else None)
+    """The working folder's state folder (see `default_state_dir`), else the app's: beside
+    its cdk.json, or `.local/` in the folder its `--app` file or command runs in."""
+    paths = default_paths()
+    if paths is None and app is not None:
+        paths = default_paths(app.folder) or StatePaths(app.folder / ".local")
     if paths is None:
         raise CliError(
             f"no local stack state here: run in your CDK app's folder (its cdk.json), or set "
@@ -65,8 +68,17 @@ def api_urls(outputs: dict[str, str]) -> dict[str, str]:
     }
 
 
-def print_started(state: UpState, console: Console) -> None:
-    """Where the stack is and how another shell reaches it."""
+def elsewhere(paths: StatePaths) -> str:
+    """`cd FOLDER && ` when the working folder's commands would not find this state folder
+    (`up --app` from another folder): the other commands find the stack from the app's."""
+    here = default_paths()
+    if here is not None and here.root.resolve() == paths.root.resolve():
+        return ""
+    return f"cd {shlex.quote(_short(paths.root.resolve().parent))} && "
+
+
+def print_started(state: UpState, console: Console, cd: str = "") -> None:
+    """Where the stack is and how another shell reaches it (`cd`: see `elsewhere`)."""
     consumers = ", ".join(name.lower() for name in consumers_in(state.outputs))
     console.print(f"  stack        {escape(state.stack)}: {consumers}")
     if state.app:
@@ -87,7 +99,11 @@ def print_started(state: UpState, console: Console) -> None:
         console.print(f"  API          {name} at {url}  (requests signed with SigV4)")
     logs = ", ".join(f"{name} {_short(Path(path))}" for name, path in state.logs.items())
     console.print(f"  logs         {logs}")
-    console.print('eonce finds it by itself in any shell; for other tools, `eval "$(eonce env)"`:')
+    where = f"from {cd.removeprefix('cd ').removesuffix(' && ')}" if cd else "from this folder"
+    console.print(
+        f"eonce finds it by itself {escape(where)} or below, in any shell; for other tools, "
+        f'`eval "$({escape(cd)}eonce env)"`:'
+    )
     for line in export_lines(state):
         console.print(f"  {line}", markup=False)
 
@@ -150,7 +166,7 @@ def up_cmd(
                 app=source,
             )
     except AlreadyUp as exc:
-        fail(str(exc))
+        fail(str(exc).replace("`eonce down`", f"`{elsewhere(paths)}eonce down`"))
     except StartFailed as exc:
         fail(str(exc), exc.exit_code)
     except KeyboardInterrupt as exc:  # before the serving process was started: nothing to stop
@@ -158,17 +174,18 @@ def up_cmd(
         fail(f"start-up interrupted by {signal.Signals(signum).name}", 128 + signum)
     if stale is not None:
         stderr().print(f"[dim]removed the state of a stack that died (pid {stale.pid})[/]")
+    cd = elsewhere(paths)
     console.print(
         f"[green]✓[/] local stack up in {time.monotonic() - started:.1f}s "
-        f"(pid {state.pid}; `eonce down` stops it)"
+        f"(pid {state.pid}; `{escape(cd)}eonce down` stops it)"
     )
-    print_started(state, console)
-    console.print(escape(next_steps(state.outputs)))
+    print_started(state, console, cd)
+    console.print(escape(next_steps(state.outputs, cd)))
 
 
-def next_steps(outputs: dict[str, str]) -> str:
-    """What to try next, with the app's own consumer and topic names."""
-    steps = ["eonce status"]
+def next_steps(outputs: dict[str, str], cd: str = "") -> str:
+    """What to try next, with the app's own consumer and topic names (after `cd`, if any)."""
+    steps = [f"{cd}eonce status"]
     if consumers := consumers_in(outputs):
         name = consumers[0].lower()
         # A consumer without a built-in body needs its shape: one with an "id" field to start.

@@ -38,13 +38,14 @@ def utc_now() -> str:
 
 def default_state_dir(cwd: Path | None = None) -> Path | None:
     """`$EONCE_STATE_DIR`, else `.local/` beside the nearest cdk.json at or above the working
-    folder (the app's folder, where `eonce up` runs), else `.local/` next to a checkout's
-    `local_aws`, else None."""
+    folder (the app's folder, where `eonce up` runs) or the nearest `.local/` that an `up`
+    has used (its lock stays: an app named by `--app app.py` needs no cdk.json), else
+    `.local/` next to a checkout's `local_aws`, else None."""
     if configured := os.environ.get(STATE_DIR_ENV):
         return Path(configured)
     here = (cwd or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / "cdk.json").is_file():
+        if (folder / "cdk.json").is_file() or StatePaths(folder / ".local").lock.is_file():
             return folder / ".local"
     spec = importlib.util.find_spec("local_aws")
     if spec is None or spec.origin is None:
