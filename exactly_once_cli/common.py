@@ -173,8 +173,8 @@ class OneLineErrorGroup(TyperGroup):
     def invoke(self, ctx: _click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except _click.exceptions.NoArgsIsHelpError:
-            raise
+        except (_click.exceptions.NoArgsIsHelpError, BrokenPipeError):
+            raise  # a closed reader is no error of the command's: the console script's to end
         except _HANDLED as exc:
             fail(*describe(exc))
 
