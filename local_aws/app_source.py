@@ -9,6 +9,7 @@ synthesized cloud assembly folder), run in the working folder.
 from __future__ import annotations
 
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,4 +58,25 @@ class AppSource:
             return cls(path.parent, f"{shlex.quote(sys.executable)} {shlex.quote(path.name)}")
         if path.exists():
             raise AppNotFound(f"--app {app}: not a CDK app's folder, a .py file or a command")
+        if not runnable(app, here):
+            raise AppNotFound(
+                f"--app {app}: no such folder, file or command (a CDK app's folder with a "
+                f"{CDK_JSON}, an app.py, or an app command)"
+            )
         return cls(here, app)
+
+
+def runnable(command: str, cwd: Path) -> bool:
+    """Whether a command's program exists (on PATH, or at its path from `cwd`, where it runs),
+    so that a misspelt folder is not run as a command; shell syntax the split cannot read, or
+    an environment assignment before the program, is let through."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return True
+    if not words or "=" in words[0]:  # an environment assignment before the program
+        return True
+    program = words[0]
+    if "/" in program:
+        return shutil.which(str(cwd / program)) is not None
+    return shutil.which(program) is not None
