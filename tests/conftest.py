@@ -19,6 +19,7 @@ from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.postgres_server import PostgresServer
 from local_aws.tables import create_idempotency_table, create_ledger_table
 from tests.layer_bytecode import report, stand_in_environment
+from tests.packaging.dists import Dists, build_dists
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -177,3 +178,11 @@ def _fresh_layer_clients() -> Iterator[None]:
     clients.reset()
     yield
     clients.reset()
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    """The wheel and sdist as `make dist` builds them (the wheel from the sdist), once per
+    session: what a user installs, for the packaging tests and the tests that run the product
+    outside the repository."""
+    return build_dists(tmp_path_factory.mktemp("dist"))
