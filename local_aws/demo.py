@@ -72,7 +72,7 @@ def plan_orders(workload: Workload, run_id: str, rng: random.Random) -> Planned:
         plan.keys.add(str(body["orderId"]))
     repeats = [rng.choice(bodies) for _ in range(duplicates)] if bodies else []
     poisons = [
-        "this is not JSON {"
+        f"this is not JSON {{ (run {run_id}, {n})"  # the run's id: its report finds it in a DLQ
         if n % 2 == 0
         else json.dumps({"orderId": f"bad-{run_id}-{n}", "amount": -1})
         for n in range(poison)
@@ -203,8 +203,9 @@ def failure_reason(message: dict[str, Any]) -> str:
     return REDRIVEN
 
 
-def dead_letter_reasons(sqs: SQSClient, queue_url: str) -> Counter[str]:
-    """Count the DLQ's messages by the reason the layer attached (peeking, not deleting)."""
+def dead_letter_reasons(sqs: SQSClient, queue_url: str, run_id: str = "") -> Counter[str]:
+    """Count the DLQ's messages by the reason the layer attached (peeking, not deleting); with
+    `run_id`, only those whose body names that run (every body a demo workload sends does)."""
     reasons: Counter[str] = Counter()
     handles: list[str] = []
     while True:
@@ -218,7 +219,8 @@ def dead_letter_reasons(sqs: SQSClient, queue_url: str) -> Counter[str]:
         if not got:
             break
         for message in got:
-            reasons[failure_reason(dict(message))] += 1
+            if run_id in message.get("Body", ""):
+                reasons[failure_reason(dict(message))] += 1
             handles.append(message["ReceiptHandle"])
     for handle in handles:  # make them visible again: this was only a look
         sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)

@@ -2,8 +2,8 @@
 
 The verdict comes from the execution log (one entry per execution of the business effect), not
 from counters: every valid business key must have been executed exactly once, and every poison
-message must be in a DLQ. Counts are this workload's: what the DLQs and counters held before it
-was sent is subtracted. `make run` sends the topic's messages first, and the topic's poison
+message must be in a DLQ. Counts are this workload's: its DLQ messages are those whose body
+names its run, and what the counters held before it was sent is subtracted. `make run` sends the topic's messages first, and the topic's poison
 reaches the Orders DLQ too: `in_run` counts each DLQ since the run started, so the table can say
 how much of the queue's content is the topic's.
 """
@@ -28,7 +28,7 @@ class DemoReport:
     duplicates_planned: int
     poison_planned: int
     totals: dict[str, int] | None  # None: no local poller to ask (a stack in AWS)
-    dead_letters: dict[str, dict[str, int]]  # new since the workload was sent
+    dead_letters: dict[str, dict[str, int]]  # the workload's own messages in each DLQ
     ledger: LedgerCheck
     drained: bool
     elapsed_s: float
@@ -59,8 +59,11 @@ def build_report(
     dead_letters = {}
     in_run: dict[str, int] | None = None if run_baseline is None else {}
     for name in workload.sent:
-        now = dead_letter_reasons(sqs, outputs[f"{name}DeadLetterQueueUrl"])
-        dead_letters[name] = dict(now - Counter(workload.dead_letters_before.get(name, {})))
+        url = outputs[f"{name}DeadLetterQueueUrl"]
+        # The workload's own messages only: whatever else reached the DLQ meanwhile (a message
+        # sent by hand, another run's) is not this run's to explain.
+        dead_letters[name] = dict(dead_letter_reasons(sqs, url, workload.run_id))
+        now = dead_letter_reasons(sqs, url) if in_run is not None else Counter()
         if in_run is not None and run_baseline is not None:
             in_run[name] = (now - Counter(run_baseline.get(name, {}))).total()
     return DemoReport(
