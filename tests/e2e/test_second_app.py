@@ -216,11 +216,19 @@ def test_sent_and_published_messages_take_effect_once_per_key(up: Up, tmp_path: 
         "refunds": set(refunds) | set(billing),
     }
 
+    delivered = {"invoices": len(invoices) + PUBLISHED, "refunds": len(refunds) + PUBLISHED}
+
+    def handled(counts: dict[str, int]) -> int:
+        return counts["processed"] + counts["duplicate"]
+
     def drained() -> dict[str, dict[str, Any]] | None:
+        # Every delivery counted, not only an empty queue: the counts are published about
+        # once a second, so the queue can be empty before the last duplicate is counted.
         seen = status(up)
         queues_empty = all(
             seen[c]["queue"]["visible"] == seen[c]["queue"]["in_flight"] == 0
             and seen[c]["since_start"]["processed"] >= len(want[c])
+            and handled(seen[c]["since_start"]) >= delivered[c]
             for c in want
         )
         audited = seen["audit"]["since_start"]["processed"] >= PUBLISHED
@@ -229,13 +237,12 @@ def test_sent_and_published_messages_take_effect_once_per_key(up: Up, tmp_path: 
     seen = wait_until(
         drained, lambda: json.dumps(status(up), indent=2), bound_s=WAIT_S, interval_s=0.5
     )
-    for consumer, delivered in (
-        ("invoices", len(invoices) + PUBLISHED),
-        ("refunds", len(refunds) + PUBLISHED),
-    ):
+    for consumer in ("invoices", "refunds"):
         counts = seen[consumer]["since_start"]
         assert counts["processed"] == len(want[consumer]), counts
-        assert counts["processed"] + counts["duplicate"] == delivered, counts
+        # At least once: a message redelivered after its visibility timeout (a loaded machine)
+        # is one more duplicate, never one more execution (the ledger below counts those).
+        assert handled(counts) >= delivered[consumer], counts
         assert counts["permanent"] == 0
         assert seen[consumer]["dead_letters"]["visible"] == 0
 
