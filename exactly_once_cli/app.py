@@ -35,8 +35,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    help="Run and operate exactly-once SQS consumers and SNS subscribers: send, publish, "
-    "replay, invoke, locks, run.",
+    help="Start, run and operate exactly-once SQS consumers, SNS subscribers and HTTP APIs: "
+    "init a service, up/down a local stack of any CDK app, send, publish, replay, invoke, locks.",
 )
 
 

@@ -51,8 +51,8 @@ StackOption = Annotated[
     str,
     typer.Option(
         envvar=STACK_ENV,
-        help=f"CloudFormation stack whose outputs name the queues and table "
-        f"(default {DEFAULT_STACK}).",
+        help=f"CloudFormation stack whose outputs name the queues and table (default: the "
+        f"local stack's, when `eonce up` serves one here; else {DEFAULT_STACK}).",
     ),
 ]
 
@@ -126,7 +126,11 @@ def describe(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
         return f"{exc} (is the endpoint up? check --endpoint-url / AWS_ENDPOINT_URL)", FAILURE_EXIT
     if isinstance(exc, NoCredentialsError):
-        return "no AWS credentials found: pass --profile or set AWS_ACCESS_KEY_ID", FAILURE_EXIT
+        return (
+            "no AWS credentials found: pass --profile or set AWS_ACCESS_KEY_ID (for a local "
+            "stack, run eonce in the folder of the app `eonce up` started)",
+            FAILURE_EXIT,
+        )
     if isinstance(exc, ProfileNotFound):
         return str(exc), USAGE_EXIT
     if isinstance(exc, (ClientError, BotoCoreError, StackNotFound)):

@@ -8,7 +8,7 @@ import typer
 
 from exactly_once_cli.common import fail, stderr, stdout
 from exactly_once_cli.up import state_paths
-from exactly_once_ops.local_state import AlreadyUp
+from exactly_once_ops.local_state import AlreadyUp, default_paths
 from local_aws.launcher import stop_background
 
 
@@ -21,6 +21,12 @@ def down_cmd(
 
     Exits 1 if something had to be killed. Nothing up is not an error.
     """
+    if default_paths() is None:  # no state folder here (no cdk.json at or above): none is up
+        stdout().print(
+            "no local stack is up here (`eonce down` stops the one started from this folder, "
+            "or from the CDK app's folder it is in)"
+        )
+        return
     try:
         stopped = stop_background(state_paths(), timeout_s=timeout)
     except AlreadyUp as exc:

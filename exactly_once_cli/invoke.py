@@ -307,8 +307,8 @@ def invoke_cmd(
     consumer: Annotated[
         str,
         typer.Argument(
-            help="The consumer, API or topic subscriber, as the stack names it: orders, "
-            "paymentsapi, salescounter."
+            help="The consumer, API or topic subscriber, by its construct id in any case "
+            "(`eonce consumers` lists them)."
         ),
     ],
     event: Annotated[

@@ -162,3 +162,14 @@ def test_the_other_commands_find_a_state_folder_up_used_without_cdk_json(
     assert default_state_dir(svc) == paths.root
     assert default_state_dir(svc / "functions") == paths.root
     assert default_state_dir(tmp_path) is None
+
+
+def test_down_where_no_stack_can_be_is_not_an_error(
+    installed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: exit 2, "no local stack state here", although `down` says nothing up is not an
+    error. A folder with no cdk.json at or above it has no stack to stop."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["down"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("no local stack is up here")
