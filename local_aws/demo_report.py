@@ -3,9 +3,10 @@
 The verdict comes from the execution log (one entry per execution of the business effect), not
 from counters: every valid business key must have been executed exactly once, and every poison
 message must be in a DLQ. Counts are this workload's: its DLQ messages are those whose body
-names its run, and what the counters held before it was sent is subtracted. `make run` sends the topic's messages first, and the topic's poison
-reaches the Orders DLQ too: `in_run` counts each DLQ since the run started, so the table can say
-how much of the queue's content is the topic's.
+names its run, and what the counters held before it was sent is subtracted. `make run` sends
+the topic's messages first, and the topic's poison reaches the Orders DLQ too: `in_run` counts
+each DLQ since the run started, so the table can say how much of the queue's content is the
+topic's.
 """
 
 from __future__ import annotations
