@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sysconfig
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ import pytest
 from exactly_once_ops.local_state import STATE_DIR_ENV, StatePaths, UpState
 from local_aws.processes import ProcessId, descendants, session_members, stat, wait_gone
 from tests.packaging.dists import Dists
-from tests.packaging.support import DEV_BIN, REPO
+from tests.packaging.support import REPO, wheel_venv
 from tests.waiting import wait_until
 
 SERVICE = "svc"
@@ -146,26 +145,10 @@ def test_the_verdict_fails_for_a_key_executed_twice_or_never() -> None:
 def venv(tmp_path_factory: pytest.TempPathFactory, dists: Dists) -> Venv:
     """A venv outside the repository with the wheel installed and the repo venv's third-party
     packages visible (not the repo's own folders)."""
-    base = tmp_path_factory.mktemp("init-loop-venv")
-    root = base / "venv"
-    env = command_env()
-    run([DEV_BIN / "python", "-m", "venv", root], cwd=base, env=env)
+    root, site_packages = wheel_venv(
+        tmp_path_factory.mktemp("init-loop-venv"), dists.wheel, command_env()
+    )
     python = root / "bin" / "python"
-    run(
-        [python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", dists.wheel],
-        cwd=base,
-        env=env,
-    )
-    site_packages = Path(
-        run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-            cwd=base,
-            env=env,
-        ).stdout.strip()
-    )
-    # A plain path line: the folder joins sys.path, its own .pth files (the editable install's)
-    # are not processed.
-    (site_packages / "zz-repo-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     return Venv(root, python, root / "bin" / "eonce", site_packages)
 
 

@@ -8,31 +8,16 @@ The requirement line is handed to pip with `--no-index` (nothing from PyPI) and
 
 from __future__ import annotations
 
-import sysconfig
 from pathlib import Path
 
 from tests.packaging.dists import Dists
-from tests.packaging.support import DEV_BIN, clean_env, run
+from tests.packaging.support import clean_env, run, wheel_venv
 
 
 def test_the_service_requirement_installs_the_wheel(dists: Dists, tmp_path: Path) -> None:
     env = clean_env()
-    root = tmp_path / "venv"
-    run([DEV_BIN / "python", "-m", "venv", root], cwd=tmp_path, env=env)
+    root, _ = wheel_venv(tmp_path, dists.wheel, env)
     python = root / "bin" / "python"
-    run(
-        [python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", dists.wheel],
-        cwd=tmp_path,
-        env=env,
-    )
-    site_packages = run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        cwd=tmp_path,
-        env=env,
-    ).stdout.strip()
-    # The wheel's third-party dependencies from this venv (a plain path line: the editable
-    # install's own .pth files there are not processed).
-    (Path(site_packages) / "zz-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
 
     run([root / "bin" / "eonce", "init", "svc"], cwd=tmp_path, env=env)
     lines = (tmp_path / "svc" / "requirements.txt").read_text().splitlines()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -70,3 +71,19 @@ def source_files(package_dir: Path) -> Iterator[Path]:
 
 def relative_files(package_dir: Path) -> set[str]:
     return {path.relative_to(package_dir).as_posix() for path in source_files(package_dir)}
+
+
+def wheel_venv(base: Path, wheel: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    """A venv at `base/venv` with `wheel` installed (no dependencies, no index) and this venv's
+    third-party packages visible through a plain path line, so the product runs from the wheel
+    outside the repository without downloading anything: the path line adds the folder to
+    sys.path but does not process its own .pth files (the editable install's), so the
+    repository's folders stay out. Returns the venv's root and its site-packages."""
+    root = base / "venv"
+    run([DEV_BIN / "python", "-m", "venv", root], cwd=base, env=env)
+    python = root / "bin" / "python"
+    run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel], cwd=base, env=env)
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site_packages = Path(run([python, "-c", purelib], cwd=base, env=env).stdout.strip())
+    (site_packages / "zz-repo-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return root, site_packages
