@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import time
@@ -31,11 +32,13 @@ from local_aws.signals import Terminated, terminate_on_signals
 
 
 def state_paths(app: AppSource | None = None) -> StatePaths:
-    """The working folder's state folder (see `default_state_dir`), else the app's: beside
-    its cdk.json, or `.local/` in the folder its `--app` file or command runs in."""
+    """The app's state folder: `$EONCE_STATE_DIR`, else `.local/` in the app's folder (beside
+    its cdk.json, or where its `--app` file or command runs), never the working folder's when
+    that is another app's (or this checkout's); without an app, the working folder's (see
+    `default_state_dir`)."""
+    if app is not None and not os.environ.get(STATE_DIR_ENV):
+        return StatePaths(app.folder / ".local")
     paths = default_paths()
-    if paths is None and app is not None:
-        paths = default_paths(app.folder) or StatePaths(app.folder / ".local")
     if paths is None:
         raise CliError(
             f"no local stack state here: run in your CDK app's folder (its cdk.json), or set "
