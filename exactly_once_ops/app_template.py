@@ -194,10 +194,14 @@ def _layer_dirs(
     assembly_dir: Path | None,
     assets: Mapping[str, str],
 ) -> tuple[Path, ...]:
-    """The `python/` folder of each of the function's layers that the app staged from a folder
-    (an ARN of a published layer has no code here and is skipped)."""
+    """The folders Lambda puts on the path for each of the function's layers that the app
+    staged from a folder, in Lambda's order: `python/lib/<runtime>/site-packages` (what
+    `pip install -t` there makes), then `python/` (an ARN of a published layer has no code here
+    and is skipped)."""
     if assembly_dir is None:
         return ()
+    runtime = str(props.get("Runtime") or "")
+    below = [Path("lib", runtime, "site-packages")] if runtime.startswith("python") else []
     folders = []
     for layer in props.get("Layers") or []:
         resource = resources.get(reference(layer) or "")
@@ -207,8 +211,10 @@ def _layer_dirs(
         staged = (resource.get("Metadata") or {}).get("aws:asset:path") or assets.get(
             str(content.get("S3Key"))
         )
-        if staged and (folder := (assembly_dir / str(staged)).resolve() / "python").is_dir():
-            folders.append(folder)
+        if staged and (python := (assembly_dir / str(staged)).resolve() / "python").is_dir():
+            folders += [
+                folder for folder in (*(python / b for b in below), python) if folder.is_dir()
+            ]
     return tuple(folders)
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 LAYER_PATHS = "EONCE_LAYER_PATHS"
-"""The local stack's one addition to a function's environment: its own layers' `python/`
-folders (os.pathsep-separated), which `load_handler` puts on the path as Lambda puts /opt/python.
+"""The local stack's one addition to a function's environment: its own layers' `python/` (and
+`python/lib/<runtime>/site-packages`) folders (os.pathsep-separated), which `load_handler` puts
+on the path as Lambda puts /opt/python.
 They go after this process's packages, so the library and the wheels installed here (built for
 this machine, where a layer's may be for Lambda's) win, and what only the layer has is found."""
 
