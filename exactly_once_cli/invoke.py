@@ -44,7 +44,7 @@ from exactly_once_ops.app_model import (
     Function,
     Subscriber,
 )
-from exactly_once_ops.handlers import load_handler
+from exactly_once_ops.handlers import load_handler, with_layers
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from exactly_once_ops.local_state import default_paths
 from exactly_once_ops.sns_events import is_sns_event
@@ -175,10 +175,12 @@ def point_clients_at(target: AwsTarget, dynamodb: Endpoint) -> None:
 
 @dataclass(frozen=True)
 class CodeFolder:
-    """Where a function's code is, and the handler the app gives it (None for --source)."""
+    """Where a function's code is, the handler the app gives it (None for --source) and the
+    folders of its own layers (what Lambda puts on the path from /opt/python)."""
 
     folder: Path
     handler: str | None = None
+    layers: tuple[Path, ...] = ()
 
 
 def served_assemblies(target: AwsTarget) -> list[Path]:
@@ -227,7 +229,7 @@ def from_assembly(assembly: Path, name: str, stack: str, served: bool) -> CodeFo
     for found, function in functions.items():
         if found.lower() == name.lower():
             try:
-                return CodeFolder(function.code_folder(), function.handler)
+                return CodeFolder(function.code_folder(), function.handler, function.layer_dirs)
             except AppModelError as exc:
                 raise CliError(f"no code folder for {name!r}: {exc}") from None
     raise no_such_name(
@@ -362,7 +364,7 @@ def invoke_cmd(
     config = deployed_configuration(target, outputs, consumer, stack) if from_stack else {}
     located = source_folder(consumer, source, target, stack)
     folder = located.folder
-    environment = dict(config.get("Environment", {}).get("Variables", {}))
+    environment = with_layers(config.get("Environment", {}).get("Variables", {}), located.layers)
     environment.update(given)
     if not (environment.get("IDEMPOTENCY_TABLE") or os.environ.get("IDEMPOTENCY_TABLE")):
         raise CliError("IDEMPOTENCY_TABLE is not set: deploy the stack or pass --env")

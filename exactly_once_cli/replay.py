@@ -34,7 +34,7 @@ from exactly_once_cli.common import (
     stdout,
 )
 from exactly_once_cli.invoke import DEFAULT_HANDLER, point_clients_at, source_folder
-from exactly_once_ops.handlers import load_handler
+from exactly_once_ops.handlers import load_handler, with_layers
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from exactly_once_ops.move_tasks import (
     MoveTask,
@@ -760,6 +760,7 @@ def _local_invoker(
     dynamodb = target.endpoint("dynamodb", outputs)
     point_clients_at(target, dynamodb)
     code = source_folder(name, source, target, stack)
+    os.environ.update(with_layers({}, code.layers))
     folder = code.folder
     try:
         function = load_handler(

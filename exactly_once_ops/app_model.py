@@ -42,8 +42,9 @@ class Function:
     # assembly (from CloudFormation), which names no folder.
     source_dir: Path | None
     environment: Mapping[str, str]  # the template's literal values (references left out)
-    # The `python/` folders of the app's own layers (asset layers in the assembly), in the
-    # function's order; the emulator puts them on the path after this process's packages.
+    # The folders of the app's own layers (asset layers in the assembly: `python/lib/<runtime>/
+    # site-packages` and `python/`), in the function's order; the emulator (workers, invoke,
+    # replay) puts them on the path after this process's packages.
     layer_dirs: tuple[Path, ...] = ()
 
     @property
