@@ -2,12 +2,13 @@
 the CDK CLI itself finds an app.
 
 `--app` takes a folder holding a cdk.json (its app, run there), a Python file (run with this
-interpreter, in its folder), or anything the CDK CLI's own `--app` takes (a command, or a
-synthesized cloud assembly folder), run in the working folder.
+interpreter, in its folder), or anything the CDK CLI's own `--app` takes (a command, an
+executable or .js file, or a synthesized cloud assembly folder), run in the working folder.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import sys
@@ -56,8 +57,14 @@ class AppSource:
             if not path.is_file():
                 raise AppNotFound(f"no app file {path}")
             return cls(path.parent, f"{shlex.quote(sys.executable)} {shlex.quote(path.name)}")
+        if path.is_file() and os.access(path, os.X_OK):  # as the CDK CLI runs it
+            return cls(here, shlex.quote(str(path)))
+        if path.is_file() and path.suffix == ".js":  # the CDK CLI runs a .js file with node
+            return cls(here, f"node {shlex.quote(str(path))}")
         if path.exists():
-            raise AppNotFound(f"--app {app}: not a CDK app's folder, a .py file or a command")
+            raise AppNotFound(
+                f"--app {app}: not a CDK app's folder, a .py, .js or executable file, or a command"
+            )
         if not runnable(app, here):
             raise AppNotFound(
                 f"--app {app}: no such folder, file or command (a CDK app's folder with a "
