@@ -49,13 +49,20 @@ def state_paths(app: AppSource | None = None) -> StatePaths:
 
 def resolve_app(app: str | None) -> AppSource | None:
     """The app `--app` names, else the working folder's cdk.json; None in this checkout with
-    neither (its own app, as `make up` has always deployed)."""
+    neither (its own app, as `make up` has always deployed), unless the working folder is
+    below another app's cdk.json: that folder is the app's, not the checkout's."""
     try:
         return AppSource.resolve(app)
     except AppNotFound:
-        if app is None and (ROOT / "cdk.json").is_file():
+        if app is None and (ROOT / "cdk.json").is_file() and nearest_app() in (None, ROOT):
             return None
         raise
+
+
+def nearest_app() -> Path | None:
+    """The nearest folder at or above the working folder with a cdk.json."""
+    here = Path.cwd().resolve()
+    return next((f for f in (here, *here.parents) if (f / "cdk.json").is_file()), None)
 
 
 def export_lines(state: UpState) -> list[str]:

@@ -110,3 +110,19 @@ def test_eonce_state_dir_still_wins(
     result = up("--app", "../billing")
     assert result.exit_code == 0, result.output
     assert starts == [tmp_path / "state"]
+
+
+def test_up_below_another_apps_folder_never_deploys_this_checkouts_app(
+    starts: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a subfolder of an app (no cdk.json there, one above), `up` with this checkout's
+    editable install deployed the checkout's example app into that app's state folder, where
+    the app's `eonce status` and `down` then found it. The CDK CLI finds no app there either:
+    one line says so."""
+    orders = cdk_app(tmp_path / "orders")
+    (orders / "functions").mkdir()
+    monkeypatch.chdir(orders / "functions")
+    result = up()
+    assert result.exit_code == 1, result.output
+    assert starts == []
+    assert result.output.startswith(f"error: no cdk.json in {orders / 'functions'}")
