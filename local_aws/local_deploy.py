@@ -263,7 +263,7 @@ def deploy(
         if len(names) != 1:
             raise DeployError(
                 f"the app deployed {len(names)} stacks ({', '.join(names)}): the local stack "
-                "runs one; pick it with the stackName context"
+                "runs one; pick it with `eonce up --stack NAME` (the stackName context)"
             )
         deployment = Deployment(
             stack_name=names[0],
