@@ -31,6 +31,7 @@ import boto3
 from local_aws.app_source import AppSource
 from local_aws.moto_server import ACCOUNT_ID, REGION, aws_env
 from local_aws.node_tools import ToolMissing, find_cdk
+from local_aws.store_environment import PROFILE_VARIABLES
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (site-packages when installed)
 QUALIFIER = "hnb659fds"  # the CDK's default bootstrap qualifier
@@ -211,7 +212,9 @@ def deploy(
     merged = {**LOCAL_DEFAULTS, **(context or {}), "localStack": True}
     wanted = merged.get("stackName")
     env = {
-        **os.environ,
+        # The shell's named profile goes: with the config files hidden, botocore in the app's
+        # synth would refuse it (ProfileNotFound), as in the functions (store_environment).
+        **{k: v for k, v in os.environ.items() if k not in PROFILE_VARIABLES},
         **aws_env(endpoint_url),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
