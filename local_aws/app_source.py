@@ -46,7 +46,8 @@ class AppSource:
                 f"no {CDK_JSON} in {here}: run this in your CDK app's folder, or name the app "
                 "with --app (a folder with a cdk.json, an app.py, or an app command)"
             )
-        path = (here / app).resolve() if not Path(app).is_absolute() else Path(app)
+        given = Path(app).expanduser()  # quoted, `--app "~/svc"` reaches here unexpanded
+        path = given if given.is_absolute() else (here / app).resolve()
         if path.is_dir():
             if (path / CDK_JSON).is_file():
                 return cls(path)
@@ -83,7 +84,7 @@ def runnable(command: str, cwd: Path) -> bool:
         return True
     if not words or "=" in words[0]:  # an environment assignment before the program
         return True
-    program = words[0]
+    program = os.path.expanduser(words[0])  # the shell that runs it expands a leading ~
     if "/" in program:
         return shutil.which(str(cwd / program)) is not None
     return shutil.which(program) is not None

@@ -47,3 +47,24 @@ def test_a_file_that_is_no_app_is_still_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("")
     with pytest.raises(AppNotFound, match="not a CDK app's folder"):
         AppSource.resolve("notes.txt", tmp_path)
+
+
+def test_a_commands_program_under_home_is_found_as_the_shell_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--app "~/venvs/cdk/bin/python app.py"`: the CDK CLI's shell expands the `~`; the check
+    that the program exists refused it ("no such folder, file or command")."""
+    home = tmp_path / "home"
+    program = home / "venvs" / "cdk" / "bin" / "python"
+    program.parent.mkdir(parents=True)
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    command = "~/venvs/cdk/bin/python app.py"
+    assert AppSource.resolve(command, tmp_path) == AppSource(tmp_path.resolve(), command)
+    with pytest.raises(AppNotFound, match="no such folder, file or command"):
+        AppSource.resolve("~/venvs/cdk/bin/pyton app.py", tmp_path)  # still: a misspelt one
+    svc = home / "svc"
+    svc.mkdir()
+    (svc / "cdk.json").write_text("{}")
+    assert AppSource.resolve("~/svc", tmp_path) == AppSource(svc)  # a folder, quoted
