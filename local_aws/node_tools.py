@@ -39,9 +39,11 @@ def node_modules(start: Path) -> Iterator[Path]:
 def find_cdk(app_folder: Path) -> Path:
     """The CDK CLI for the app in `app_folder`: its node_modules', else the one on PATH."""
     for folder in node_modules(app_folder):
-        cli = folder / ".bin" / "cdk"
-        if cli.exists():
-            return cli
+        # `.bin/cdk` in a project's node_modules; npm's global root has no `.bin` (its links
+        # are in the prefix's bin/, on PATH or not), only the package's own bin/cdk.
+        for cli in (folder / ".bin" / "cdk", folder / "aws-cdk" / "bin" / "cdk"):
+            if cli.exists():
+                return cli
     if on_path := shutil.which("cdk"):
         return Path(on_path)
     raise ToolMissing(
