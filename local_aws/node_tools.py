@@ -23,8 +23,8 @@ class ToolMissing(FileNotFoundError):
     """An npm tool the local stack needs is not installed; the message says how to get it."""
 
 
-def node_modules(start: Path) -> Iterator[Path]:
-    """Every `node_modules` folder a tool may be in, nearest first."""
+def node_modules(start: Path, *, include_global: bool = True) -> Iterator[Path]:
+    """Every `node_modules` folder a tool may be in, nearest first (npm's global root last)."""
     seen: set[Path] = set()
     start = start.resolve()
     for folder in (start, *start.parents, CHECKOUT):
@@ -32,20 +32,21 @@ def node_modules(start: Path) -> Iterator[Path]:
         if candidate not in seen and candidate.is_dir():
             seen.add(candidate)
             yield candidate
-    if (root := _global_root()) is not None and root not in seen:
+    if include_global and (root := _global_root()) is not None and root not in seen:
         yield root
 
 
 def find_cdk(app_folder: Path) -> Path:
-    """The CDK CLI for the app in `app_folder`: its node_modules', else the one on PATH."""
-    for folder in node_modules(app_folder):
-        # `.bin/cdk` in a project's node_modules; npm's global root has no `.bin` (its links
-        # are in the prefix's bin/, on PATH or not), only the package's own bin/cdk.
-        for cli in (folder / ".bin" / "cdk", folder / "aws-cdk" / "bin" / "cdk"):
-            if cli.exists():
-                return cli
+    """The CDK CLI for the app in `app_folder`: its node_modules', else the one on PATH, else
+    the global package's (npm's global root has no `.bin`: its links are in the prefix's bin/,
+    which may not be on PATH, as nvm's is not in a non-interactive shell)."""
+    for folder in node_modules(app_folder, include_global=False):
+        if (cli := folder / ".bin" / "cdk").exists():
+            return cli
     if on_path := shutil.which("cdk"):
         return Path(on_path)
+    if (root := _global_root()) is not None and (cli := root / "aws-cdk" / "bin" / "cdk").exists():
+        return cli
     raise ToolMissing(
         f"no CDK CLI for the app in {app_folder}: `npm install {CDK_PACKAGE}` there "
         f"(or `npm install -g {CDK_PACKAGE}`)"

@@ -29,3 +29,22 @@ def test_the_global_packages_cdk_cli_is_found_without_path(
     app = tmp_path / "svc"
     app.mkdir()
     assert node_tools.find_cdk(app) == cli
+
+
+def test_a_cdk_on_path_comes_before_the_global_root_and_asks_npm_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    on_path = tmp_path / "bin" / "cdk"
+    on_path.parent.mkdir()
+    on_path.write_text("#!/bin/sh\n")
+    on_path.chmod(0o755)
+
+    def no_npm() -> Path:
+        raise AssertionError("npm root -g was run although cdk is on PATH")
+
+    monkeypatch.setattr(node_tools, "CHECKOUT", tmp_path / "no-checkout")
+    monkeypatch.setattr(node_tools, "_global_root", no_npm)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    app = tmp_path / "svc"
+    app.mkdir()
+    assert node_tools.find_cdk(app) == on_path
