@@ -194,15 +194,17 @@ def _layer_dirs(
     assembly_dir: Path | None,
     assets: Mapping[str, str],
 ) -> tuple[Path, ...]:
-    """The folders Lambda puts on the path for each of the function's layers that the app
-    staged from a folder, in Lambda's order: `python/lib/<runtime>/site-packages` (what
-    `pip install -t` there makes), then `python/` (an ARN of a published layer has no code here
-    and is skipped)."""
+    """The folders Lambda puts on the path for the function's layers that the app staged from
+    a folder (an ARN of a published layer has no code here and is skipped), in the order a
+    module is found in Lambda's merged /opt: every `python/lib/<runtime>/site-packages` (what
+    `pip install -t` there makes), then every `python/`; each the last layer's first, as a
+    later layer's file overwrites an earlier one's when Lambda extracts them in order."""
     if assembly_dir is None:
         return ()
     runtime = str(props.get("Runtime") or "")
-    below = [Path("lib", runtime, "site-packages")] if runtime.startswith("python") else []
-    folders = []
+    site_packages = Path("lib", runtime, "site-packages") if runtime.startswith("python") else None
+    found: list[Path] = []
+    pythons: list[Path] = []
     for layer in props.get("Layers") or []:
         resource = resources.get(reference(layer) or "")
         if not resource or resource.get("Type") != "AWS::Lambda::LayerVersion":
@@ -212,10 +214,10 @@ def _layer_dirs(
             str(content.get("S3Key"))
         )
         if staged and (python := (assembly_dir / str(staged)).resolve() / "python").is_dir():
-            folders += [
-                folder for folder in (*(python / b for b in below), python) if folder.is_dir()
-            ]
-    return tuple(folders)
+            pythons.insert(0, python)
+            if site_packages is not None and (python / site_packages).is_dir():
+                found.insert(0, python / site_packages)
+    return (*found, *pythons)
 
 
 def _mapped_queue(resources: Resources, function: str) -> str:

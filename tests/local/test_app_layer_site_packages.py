@@ -63,3 +63,38 @@ def test_a_layers_site_packages_folder_is_on_the_functions_path(
     monkeypatch.setenv(LAYER_PATHS, environment[LAYER_PATHS])
     handler = load_handler(str(consumer.function.code_folder()), consumer.function.handler)
     assert handler({}, None) == "site"
+
+
+def test_a_later_layer_wins_as_lambda_merges_layers_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lambda extracts a function's layers into /opt in their order, a later layer's file
+    overwriting an earlier one's: of two layers with the same module, the later one's runs."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "pay.py").write_text(
+        "import merged_dep\n\ndef handle(event, context):\n    return merged_dep.WHO\n"
+    )
+    app = App(outdir=str(tmp_path / "cdk.out"))
+    stack = Stack(app, "Shop")
+    consumer = IdempotentConsumer(
+        stack,
+        "Pay",
+        code=lambda_.Code.from_asset(str(tmp_path / "src")),
+        handler="pay.handle",
+        table=IdempotencyTable(stack, "Records"),
+        layer=lambda_.LayerVersion.from_layer_version_arn(stack, "Published", PUBLISHED),
+    )
+    for name in ("common", "override"):
+        (tmp_path / name / "python").mkdir(parents=True)
+        (tmp_path / name / "python" / "merged_dep.py").write_text(f"WHO = {name!r}\n")
+        consumer.function.add_layers(
+            lambda_.LayerVersion(stack, name, code=lambda_.Code.from_asset(str(tmp_path / name)))
+        )
+    app.synth()
+    (read,) = read_assembly(tmp_path / "cdk.out").consumers
+    environment = deployed_environment({}, read.function.layer_dirs)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "merged_dep", raising=False)
+    monkeypatch.setenv(LAYER_PATHS, environment[LAYER_PATHS])
+    handler = load_handler(str(read.function.code_folder()), read.function.handler)
+    assert handler({}, None) == "override"
