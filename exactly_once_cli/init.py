@@ -60,6 +60,13 @@ TAKEN = {
     "rich",
 }
 
+# Folders of the service that its tools own: a package there would be built into (build/ holds
+# the layer's build), left out of git (.gitignore) and removed by `make clean`.
+TOOL_FOLDERS = {
+    "build": "the CDK app's build folder",
+    "node_modules": "npm's folder",
+}
+
 # The service's one consumer: its construct id, code folder, idempotency scope and key field
 # (the body shape `eonce send --consumer Orders --count N` generates by default).
 CONSUMER = "Orders"
@@ -156,6 +163,11 @@ def check_name(name: str) -> Service:
         )
     service = Service(name)
     package = service.package
+    if package in TOOL_FOLDERS:
+        raise CliError(
+            f"invalid name {name!r}: its package folder {package}/ is {TOOL_FOLDERS[package]} "
+            "(git ignores it and `make clean` removes it); choose another name"
+        )
     if keyword.iskeyword(package) or package in sys.stdlib_module_names or package in TAKEN:
         raise CliError(
             f"invalid name {name!r}: its package {package!r} would shadow the Python module of "
