@@ -2,8 +2,9 @@
 the CDK CLI itself finds an app.
 
 `--app` takes a folder holding a cdk.json (its app, run there), a Python file (run with this
-interpreter, in its folder), or anything the CDK CLI's own `--app` takes (a command, an
-executable or .js file, or a synthesized cloud assembly folder), run in the working folder.
+interpreter, in its folder), or a command, executable or .js file as the CDK CLI's own `--app`
+takes it, run in the working folder. Not a synthesized cloud assembly: it keeps the context it
+was synthesized with, and the local stack synthesizes the app with its own (`localStack=true`).
 """
 
 from __future__ import annotations
@@ -51,8 +52,14 @@ class AppSource:
         if path.is_dir():
             if (path / CDK_JSON).is_file():
                 return cls(path)
-            if (path / "manifest.json").is_file():  # a synthesized cloud assembly
-                return cls(here, str(path))
+            if (path / "manifest.json").is_file():
+                # An assembly keeps the context it was synthesized with: without localStack=true
+                # its event source mappings are on, and moto would run (and drop) the messages.
+                raise AppNotFound(
+                    f"--app {app} is a synthesized cloud assembly, which keeps the context it "
+                    "was synthesized with: name the app (its folder, .py file or command) so "
+                    "that eonce synthesizes it for the local stack"
+                )
             raise AppNotFound(f"no {CDK_JSON} in {path}: --app names a CDK app's folder")
         if path.suffix == ".py" and (path.exists() or not any(c.isspace() for c in app)):
             if not path.is_file():

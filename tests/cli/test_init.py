@@ -168,11 +168,17 @@ def test_the_makefile_runs_the_venvs_tools(cli: Invoke, tmp_path: Path) -> None:
     for stamp in (".venv/.installed", "node_modules/.installed"):
         (service / stamp).parent.mkdir()
         (service / stamp).touch()
-    planned = run(["make", "-n", "test", "up", "send", "down"], cwd=service).stdout
+    planned = run(["make", "-n", "test", "up", "send", "status", "down"], cwd=service).stdout
+    # send and status go to the local stack even when the shell names an AWS account.
+    local = (
+        "env -u AWS_PROFILE -u AWS_DEFAULT_PROFILE -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "
+        "-u AWS_SESSION_TOKEN -u AWS_ENDPOINT_URL"
+    )
     assert planned.splitlines() == [
         ".venv/bin/python -m pytest",
         ".venv/bin/eonce up",
-        ".venv/bin/eonce send --consumer Orders --count 20 --duplicates 0.3 \\",
+        f"{local} .venv/bin/eonce send --consumer Orders --count 20 --duplicates 0.3 \\",
         '\t--template \'{"orderId": "{id}", "amount": 10}\'',
+        f"{local} .venv/bin/eonce status",
         ".venv/bin/eonce down",
     ]
