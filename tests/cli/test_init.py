@@ -168,7 +168,12 @@ def test_the_makefile_runs_the_venvs_tools(cli: Invoke, tmp_path: Path) -> None:
     for stamp in (".venv/.installed", "node_modules/.installed"):
         (service / stamp).parent.mkdir()
         (service / stamp).touch()
-    planned = run(["make", "-n", "test", "up", "send", "status", "down"], cwd=service).stdout
+    # Under `make test` the outer make's MAKEFLAGS/MAKELEVEL would add "Entering directory".
+    planned = run(
+        ["make", "--no-print-directory", "-n", "test", "up", "send", "status", "down"],
+        cwd=service,
+        env=clean_env(MAKEFLAGS="", MAKELEVEL="0"),
+    ).stdout
     # send and status go to the local stack even when the shell names an AWS account.
     local = (
         "env -u AWS_PROFILE -u AWS_DEFAULT_PROFILE -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "
