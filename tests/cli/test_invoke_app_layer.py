@@ -13,44 +13,25 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack
-from aws_cdk import aws_lambda as lambda_
 
-from exactly_once_cdk import IdempotencyTable, IdempotentConsumer
 from exactly_once_cli.replay import _local_invoker
 from exactly_once_ops.sample_events import sqs_event
 from exactly_once_ops.targets import AwsTarget
 from tests.cli.support import Invoke
-
-LAYER_ARN = "arn:aws:lambda:us-east-1:123456789012:layer:other:1"
+from tests.layered_app import synthesize
 
 pytestmark = pytest.mark.usefixtures("restored_environment", "layer_logs_to_current_stdout")
 
 
-def synthesize(root: Path, outdir: Path) -> None:
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "pay.py").write_text(
+def synthesize_app(root: Path, outdir: Path) -> None:
+    handler = (
         "import invoke_layer_dep\n\n"
         "def handle(event, context):\n"
         "    print('RAN', invoke_layer_dep.WHO)\n"
         "    return {'batchItemFailures': []}\n"
     )
-    (root / "deps" / "python").mkdir(parents=True)
-    (root / "deps" / "python" / "invoke_layer_dep.py").write_text("WHO = 'the-layer'\n")
-    app = App(outdir=str(outdir))
-    stack = Stack(app, "Shop")
-    consumer = IdempotentConsumer(
-        stack,
-        "Pay",
-        code=lambda_.Code.from_asset(str(root / "src")),
-        handler="pay.handle",
-        table=IdempotencyTable(stack, "Records"),
-        layer=lambda_.LayerVersion.from_layer_version_arn(stack, "Layer", LAYER_ARN),
-    )
-    consumer.function.add_layers(
-        lambda_.LayerVersion(stack, "Deps", code=lambda_.Code.from_asset(str(root / "deps")))
-    )
-    app.synth()
+    layers = {"Deps": {"python/invoke_layer_dep.py": "WHO = 'the-layer'\n"}}
+    synthesize(root, handler, layers, outdir)
 
 
 @pytest.fixture
@@ -62,7 +43,7 @@ def synthesized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EONCE_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delitem(sys.modules, "invoke_layer_dep", raising=False)
-    synthesize(tmp_path / "app", here / "cdk.out")
+    synthesize_app(tmp_path / "app", here / "cdk.out")
 
 
 @pytest.mark.usefixtures("synthesized")

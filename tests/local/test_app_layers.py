@@ -12,37 +12,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack
-from aws_cdk import aws_lambda as lambda_
 
-from exactly_once_cdk import IdempotencyTable, IdempotentConsumer
 from exactly_once_ops.handlers import LAYER_PATHS, deployed_environment, load_handler
 from local_aws.cloud_assembly import read_assembly
-
-PUBLISHED = "arn:aws:lambda:us-east-1:123456789012:layer:elsewhere:3"
+from tests.layered_app import synthesize
 
 
 def app_with_a_layer(root: Path) -> Path:
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "pay.py").write_text(
+    handler = (
         "import layer_only_dep\n\ndef handle(event, context):\n    return layer_only_dep.WHO\n"
     )
-    (root / "deps" / "python").mkdir(parents=True)
-    (root / "deps" / "python" / "layer_only_dep.py").write_text("WHO = 'from the layer'\n")
-    app = App(outdir=str(root / "cdk.out"))
-    stack = Stack(app, "Shop")
-    consumer = IdempotentConsumer(
-        stack,
-        "Pay",
-        code=lambda_.Code.from_asset(str(root / "src")),
-        handler="pay.handle",
-        table=IdempotencyTable(stack, "Records"),
-        layer=lambda_.LayerVersion.from_layer_version_arn(stack, "Published", PUBLISHED),
-    )
-    consumer.function.add_layers(
-        lambda_.LayerVersion(stack, "Deps", code=lambda_.Code.from_asset(str(root / "deps")))
-    )
-    app.synth()
+    layers = {"Deps": {"python/layer_only_dep.py": "WHO = 'from the layer'\n"}}
+    synthesize(root, handler, layers, root / "cdk.out")
     return root / "cdk.out"
 
 
