@@ -8,7 +8,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -16,9 +16,12 @@ from moto import mock_aws
 from typer.testing import CliRunner, Result
 
 from exactly_once import IdempotencyStore, observability
+from exactly_once_cli import up as up_cli
 from exactly_once_cli.app import app
+from exactly_once_ops.local_state import STATE_DIR_ENV, StatePaths, UpState
 from exactly_once_ops.targets import AwsTarget
 from tests.cli.support import REGION, Invoke, InvokeWith, QueuePair, make_pair
+from tests.cli.up_support import served
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -184,3 +187,17 @@ def at_dynamodb_local(monkeypatch: pytest.MonkeyPatch, dynamodb_local: DynamoDBL
 def store(ddb: DynamoDBClient, fresh_idempotency_table: str) -> IdempotencyStore:
     """A DynamoDB store on a fresh table (test_locks_postgres has its PostgreSQL one)."""
     return IdempotencyStore(fresh_idempotency_table, client=ddb)
+
+
+@pytest.fixture
+def starts(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The state folders `up` started a stack in (nothing starts; no EONCE_STATE_DIR)."""
+    monkeypatch.delenv(STATE_DIR_ENV, raising=False)
+    roots: list[Path] = []
+
+    def start_background(paths: StatePaths, **kwargs: Any) -> tuple[UpState, None]:
+        roots.append(paths.root)
+        return served(paths), None
+
+    monkeypatch.setattr(up_cli, "start_background", start_background)
+    return roots

@@ -27,11 +27,9 @@ from exactly_once_ops.local_state import (
     STATE_DIR_ENV,
     AlreadyUp,
     StatePaths,
-    UpState,
     default_state_dir,
 )
-
-ENDPOINT = "http://localhost:4566"
+from tests.cli.up_support import ENDPOINT, up
 
 
 @pytest.fixture
@@ -46,34 +44,6 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", without_checkout)
 
 
-def served(paths: StatePaths) -> UpState:
-    return UpState(
-        pid=4242,
-        stack="SvcStack",
-        region="us-east-1",
-        endpoint_url=ENDPOINT,
-        dynamodb_endpoint_url="http://127.0.0.1:8000",
-        environment={"AWS_ENDPOINT_URL": ENDPOINT},
-        outputs={"OrdersQueueUrl": f"{ENDPOINT}/123456789012/SvcStack-Orders"},
-        logs={"serve": str(paths.serve_log)},
-        workers=2,
-        started_at="2026-11-27T00:00:00+00:00",
-    )
-
-
-@pytest.fixture
-def starts(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The state folders `up` started a stack in."""
-    roots: list[Path] = []
-
-    def start_background(paths: StatePaths, **kwargs: Any) -> tuple[UpState, None]:
-        roots.append(paths.root)
-        return served(paths), None
-
-    monkeypatch.setattr(up_cli, "start_background", start_background)
-    return roots
-
-
 def app_folder(root: Path, *, cdk_json: bool) -> Path:
     folder = root / "svc"
     (folder / "functions").mkdir(parents=True)
@@ -81,10 +51,6 @@ def app_folder(root: Path, *, cdk_json: bool) -> Path:
     if cdk_json:
         (folder / "cdk.json").write_text('{"app": "python app.py"}')
     return folder
-
-
-def up(*args: str) -> Any:
-    return CliRunner().invoke(app, ["up", *args], env={"COLUMNS": "200"})
 
 
 def test_up_from_another_folder_prints_hints_that_work_there(

@@ -13,45 +13,11 @@ start_background is replaced by one that records the state folder, so nothing st
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from exactly_once_cli import up as up_cli
-from exactly_once_cli.app import app
-from exactly_once_ops.local_state import STATE_DIR_ENV, StatePaths, UpState
-
-ENDPOINT = "http://localhost:4566"
-
-
-def served(paths: StatePaths) -> UpState:
-    return UpState(
-        pid=4242,
-        stack="BillingStack",
-        region="us-east-1",
-        endpoint_url=ENDPOINT,
-        dynamodb_endpoint_url="http://127.0.0.1:8000",
-        environment={"AWS_ENDPOINT_URL": ENDPOINT},
-        outputs={"InvoicesQueueUrl": f"{ENDPOINT}/123456789012/BillingStack-Invoices"},
-        logs={"serve": str(paths.serve_log)},
-        workers=2,
-        started_at="2026-11-27T00:00:00+00:00",
-    )
-
-
-@pytest.fixture
-def starts(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The state folders `up` started a stack in."""
-    monkeypatch.delenv(STATE_DIR_ENV, raising=False)
-    roots: list[Path] = []
-
-    def start_background(paths: StatePaths, **kwargs: Any) -> tuple[UpState, None]:
-        roots.append(paths.root)
-        return served(paths), None
-
-    monkeypatch.setattr(up_cli, "start_background", start_background)
-    return roots
+from exactly_once_ops.local_state import STATE_DIR_ENV
+from tests.cli.up_support import up
 
 
 def cdk_app(folder: Path) -> Path:
@@ -59,10 +25,6 @@ def cdk_app(folder: Path) -> Path:
     (folder / "app.py").write_text("")
     (folder / "cdk.json").write_text('{"app": "python app.py"}')
     return folder
-
-
-def up(*args: str) -> Any:
-    return CliRunner().invoke(app, ["up", *args], env={"COLUMNS": "200"})
 
 
 def test_up_of_another_app_from_an_apps_folder_keeps_the_state_beside_the_other(
