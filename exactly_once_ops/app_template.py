@@ -197,7 +197,7 @@ def _layer_dirs(
     """The folders Lambda puts on the path for the function's layers that the app staged from
     a folder (an ARN of a published layer has no code here and is skipped), in the order a
     module is found in Lambda's merged /opt: every `python/lib/<runtime>/site-packages` (what
-    `pip install -t` there makes), then every `python/`; each the last layer's first, as a
+    pip's `--target` there makes), then every `python/`; each the last layer's first, as a
     later layer's file overwrites an earlier one's when Lambda extracts them in order."""
     if assembly_dir is None:
         return ()
