@@ -171,14 +171,19 @@ def test_the_product_imports_from_the_wheel_only(venv: Venv, tmp_path: Path) -> 
     assert found["absent"] == ["infra", "fault_injection", "functions"]
 
 
-def ledger_items(state: UpState) -> list[dict[str, Any]]:
-    dynamodb = boto3.client(
-        "dynamodb",
-        endpoint_url=state.dynamodb_endpoint_url,
+def local_client(state: UpState, service: str) -> Any:
+    """A client of the served stack: DynamoDB Local for tables, moto for the rest."""
+    return boto3.client(
+        service,  # type: ignore[call-overload]
+        endpoint_url=state.dynamodb_endpoint_url if service == "dynamodb" else state.endpoint_url,
         region_name=state.region,
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
+
+
+def ledger_items(state: UpState) -> list[dict[str, Any]]:
+    dynamodb = local_client(state, "dynamodb")
     items: list[dict[str, Any]] = []
     pages = dynamodb.get_paginator("scan").paginate(TableName=state.outputs["LedgerTableName"])
     for page in pages:
@@ -188,13 +193,7 @@ def ledger_items(state: UpState) -> list[dict[str, Any]]:
 
 def queue_counts(state: UpState, output: str) -> tuple[int, int]:
     """(visible, in flight) on the queue the stack output `output` names."""
-    sqs = boto3.client(
-        "sqs",
-        endpoint_url=state.endpoint_url,
-        region_name=state.region,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    sqs = local_client(state, "sqs")
     attributes = sqs.get_queue_attributes(
         QueueUrl=state.outputs[output],
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import boto3
 import pytest
 
 from local_aws import local_deploy
-from local_aws.app_source import AppSource
 from local_aws.moto_server import aws_env
 from local_aws.store_environment import apply_function_environment
+from tests.local.fake_cdk import fake_cdk_app
 
 DEPLOYED = {"IDEMPOTENCY_TABLE": "idem", "CONSUMER_SCOPE": "orders"}
 
@@ -60,18 +59,11 @@ def test_the_cdk_cli_and_the_apps_synth_get_no_profile_either(
 ) -> None:
     """The CDK CLI runs the app (`python app.py`) with its environment: an app that asks boto3
     something at synth would meet the same ProfileNotFound."""
-    cdk = tmp_path / "cdk"
-    cdk.write_text(f"#!{sys.executable}\n{FAKE_CDK}")
-    cdk.chmod(0o755)
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "cdk.json").write_text(json.dumps({"app": "python app.py"}))
-    monkeypatch.setattr(local_deploy, "find_cdk", lambda folder: cdk)
-    monkeypatch.setattr(local_deploy, "ensure_assets_bucket", lambda endpoint: None)
+    app = fake_cdk_app(tmp_path, FAKE_CDK, monkeypatch)
     monkeypatch.setenv("AWS_PROFILE", "prod")
     monkeypatch.setenv("AWS_DEFAULT_PROFILE", "prod")
     monkeypatch.setenv("SEEN", str(tmp_path / "seen.json"))
-    deployment = local_deploy.deploy("http://127.0.0.1:9", app=AppSource(app), work_dir=tmp_path)
+    deployment = local_deploy.deploy("http://127.0.0.1:9", app=app, work_dir=tmp_path)
     deployment.remove()
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["AWS_CONFIG_FILE"] == os.devnull  # the config files stay hidden...

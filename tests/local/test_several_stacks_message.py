@@ -8,14 +8,12 @@ stacks (nothing is deployed); the assets bucket is not made (no moto).
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from local_aws import local_deploy
-from local_aws.app_source import AppSource
+from tests.local.fake_cdk import fake_cdk_app
 
 FAKE_CDK = """\
 import json, sys
@@ -29,16 +27,9 @@ for arg in sys.argv[1:]:
 def test_several_stacks_name_the_option_that_picks_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cdk = tmp_path / "cdk"
-    cdk.write_text(f"#!{sys.executable}\n{FAKE_CDK}")
-    cdk.chmod(0o755)
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "cdk.json").write_text(json.dumps({"app": "python app.py"}))
-    monkeypatch.setattr(local_deploy, "find_cdk", lambda folder: cdk)
-    monkeypatch.setattr(local_deploy, "ensure_assets_bucket", lambda endpoint: None)
+    app = fake_cdk_app(tmp_path, FAKE_CDK, monkeypatch)
     with pytest.raises(local_deploy.DeployError) as caught:
-        local_deploy.deploy("http://127.0.0.1:9", app=AppSource(app), work_dir=tmp_path / "w")
+        local_deploy.deploy("http://127.0.0.1:9", app=app, work_dir=tmp_path / "w")
     message = str(caught.value)
     assert message.startswith("the app deployed 2 stacks (Dev, Prod): ")
     assert "eonce up --stack NAME" in message
