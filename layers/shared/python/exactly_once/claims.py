@@ -11,14 +11,21 @@ store and lease, load only this.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from exactly_once import heartbeat, observability
 from exactly_once.held_lock import STARTED, OnceLock
 from exactly_once.stores.protocol import Store
-from exactly_once.stores.records import AcquireStatus, ErrorInfo, StoredRecord
+from exactly_once.stores.records import (
+    AcquireRequest,
+    AcquireStatus,
+    Acquisition,
+    ErrorInfo,
+    StoredRecord,
+)
 
 
 class ClaimStatus(StrEnum):
@@ -161,27 +168,84 @@ def claim(
         expected_duration_ms=expected_ms,
         resume_id=resume_id,
     )
-    if acquisition.lock is None:
-        return Claim(_FROM_ACQUIRE[acquisition.status], scope, key, record=acquisition.record)
-    observability.count_lock_event(STARTED, scope)
-    claimed = Claim(
-        ClaimStatus.ACQUIRED,
-        scope,
-        key,
-        takeover=acquisition.takeover,
-        retry=acquisition.retry,
-        resumed=acquisition.resumed,
-        _lock=OnceLock(
-            store,
-            acquisition.lock,
-            key,
-            owner,
-            lambda_context,
-            reserve_ms=reserve_ms,
-            durable_execution=durable_execution,
-        ),
+    holding = _Holding(store, lambda_context, reserve_ms, durable_execution, started)
+    return holding.claim(acquisition, scope, key, owner, lease_ms, beat_ms)
+
+
+def claim_many(
+    store: Store,
+    requests: Sequence[AcquireRequest],
+    *,
+    lambda_context: Any = None,
+    reserve_ms: float = 0.0,
+    heartbeat_ms: int | None = None,
+) -> list[Claim | Exception]:
+    """`claim` for each of a batch's keys (all distinct), with the store's `acquire_many`: one
+    round trip where the backend allows. Each request's `lease_ms` is the long lease, as
+    `claim` takes it (a heartbeat holds it as the short one). One key's error is its answer
+    and never fails another's."""
+    beats = [heartbeat.short_lease(req.lease_ms, heartbeat_ms) for req in requests]
+    started = time.monotonic()
+    answers = store.acquire_many(
+        [
+            replace(
+                req,
+                lease_ms=beat or req.lease_ms,
+                expected_duration_ms=req.expected_duration_ms or req.lease_ms,
+            )
+            for req, beat in zip(requests, beats, strict=True)
+        ]
     )
-    if beat_ms is not None:
-        until = started + lease_ms / 1000
-        claimed.lock.hold_with(heartbeat.hold(store, acquisition.lock, beat_ms, until))
-    return claimed
+    holding = _Holding(store, lambda_context, reserve_ms, None, started)
+    return [
+        answer
+        if isinstance(answer, Exception)
+        else holding.claim(answer, req.scope, req.key, req.owner, req.lease_ms, beat)
+        for req, beat, answer in zip(requests, beats, answers, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _Holding:
+    """What turns an acquisition into a `Claim`: the lock's store, its invocation, and when
+    the acquire started (a heartbeat's long lease counts from then)."""
+
+    store: Store
+    lambda_context: Any
+    reserve_ms: float
+    durable_execution: str | None
+    started: float
+
+    def claim(
+        self,
+        acquisition: Acquisition,
+        scope: str,
+        key: str,
+        owner: str,
+        lease_ms: int,
+        beat_ms: int | None,
+    ) -> Claim:
+        if acquisition.lock is None:
+            return Claim(_FROM_ACQUIRE[acquisition.status], scope, key, record=acquisition.record)
+        observability.count_lock_event(STARTED, scope)
+        claimed = Claim(
+            ClaimStatus.ACQUIRED,
+            scope,
+            key,
+            takeover=acquisition.takeover,
+            retry=acquisition.retry,
+            resumed=acquisition.resumed,
+            _lock=OnceLock(
+                self.store,
+                acquisition.lock,
+                key,
+                owner,
+                self.lambda_context,
+                reserve_ms=self.reserve_ms,
+                durable_execution=self.durable_execution,
+            ),
+        )
+        if beat_ms is not None:
+            until = self.started + lease_ms / 1000
+            claimed.lock.hold_with(heartbeat.hold(self.store, acquisition.lock, beat_ms, until))
+        return claimed

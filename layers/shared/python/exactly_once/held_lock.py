@@ -21,7 +21,7 @@ from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, ConfigurationError, PermanentError
 from exactly_once.stores.protocol import Store
-from exactly_once.stores.records import ErrorInfo, Lock, WriteResult
+from exactly_once.stores.records import ErrorInfo, Finish, Lock, WriteResult
 from exactly_once.stores.schema import Status
 
 STARTED = "Started"  # a lock was taken: work began
@@ -132,6 +132,43 @@ class OnceLock(LockedContext):
         self._end_beat()
         observability.count_lock_event(FINISHED, self.scope)
 
+    def gathered(self, result: Any = None) -> Finish | None:
+        """`succeed`'s write, handed to a batch that sends several holders' outcomes in one
+        round trip (the store's `finish_many`), then `settle`d with its answer. None when this
+        lock must commit on its own: a lent transaction commits with its own completion.
+        From here on the work counts as done, as after `succeed`: never failed after it."""
+        lock = self._unfinished()
+        if self._lent is not None:
+            return None
+        self._succeeding = True
+        return Finish(lock, result)
+
+    def released(self, reason: str) -> Finish:
+        """A retryable failure for a batch's `finish_many`: the holder never ran the work (a
+        FIFO group stopped before it, the invocation ran short), so the key is free at once
+        rather than left until the lease ends."""
+        lock = self._unfinished()
+        self._lent = None
+        return Finish(lock, error=ErrorInfo("Released", reason, retryable=True))
+
+    def settle(self, finish: Finish, answer: WriteResult | Exception) -> None:
+        """Take a batch's answer for this lock's gathered outcome. An error is tried again on
+        its own as `succeed` or `fail` would (a write that got through is recognised by its
+        token); a refusal raises `LeaseLost`, as theirs does."""
+        store = self._writer()
+        lock = finish.lock
+        if isinstance(answer, Exception):
+            if finish.error is None:
+                answer = self._write(lambda: store.complete(lock, finish.result), "succeed")
+            else:
+                error = finish.error
+                answer = self._write(lambda: store.fail(lock, error), "fail")
+        else:
+            self._checked(answer, "succeed" if finish.error is None else "fail")
+        self._outcome = Status.COMPLETED if finish.error is None else Status.FAILED
+        self._end_beat()
+        observability.count_lock_event(FINISHED, self.scope)
+
     def fail(self, error: BaseException | ErrorInfo | str, retryable: bool | None = None) -> str:
         """Record FAILED with `error`, kept for a person and for the next `begin`.
 
@@ -221,7 +258,10 @@ class OnceLock(LockedContext):
     def _write(self, write: Callable[[], WriteResult], what: str) -> WriteResult:
         """A fenced write, tried again on errors while the invocation has time (a script:
         COMPLETE_ATTEMPTS times); each recognises its own lost reply, so a retry is safe."""
-        written = write_durably(write, self.lambda_context, self.reserve_ms)
+        return self._checked(write_durably(write, self.lambda_context, self.reserve_ms), what)
+
+    def _checked(self, written: WriteResult, what: str) -> WriteResult:
+        """`written`, or LeaseLost naming the record's holder now when it was refused."""
         if written.ok:
             return written
         now = written.current

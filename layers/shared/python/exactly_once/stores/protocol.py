@@ -8,12 +8,20 @@ imports exactly what it did before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from exactly_once.config import StoreSettings
 from exactly_once.errors import ConfigurationError
-from exactly_once.stores.records import Acquisition, ErrorInfo, Lock, StoredRecord, WriteResult
+from exactly_once.stores.records import (
+    AcquireRequest,
+    Acquisition,
+    ErrorInfo,
+    Finish,
+    Lock,
+    StoredRecord,
+    WriteResult,
+)
 from exactly_once.stores.schema import Status
 
 if TYPE_CHECKING:
@@ -49,7 +57,16 @@ class Store(Protocol):
         resume_id: str | None = None,
     ) -> Acquisition: ...
 
+    def acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Acquisition | Exception]:
+        """`acquire` for each request, in as few round trips as the backend allows (a batch's
+        keys, all distinct), in order. Each answer is what `acquire` would have returned for
+        it, or the exception it would have raised: one key's error never fails another's."""
+
     def complete(self, lock: Lock, result: Any = None) -> WriteResult: ...
+
+    def finish_many(self, finishes: Sequence[Finish]) -> list[WriteResult | Exception]:
+        """`complete` or `fail` for each holder, in as few round trips as the backend allows,
+        in order; each answer is that write's result or the exception it would have raised."""
 
     def fail(self, lock: Lock, error: ErrorInfo) -> WriteResult: ...
 

@@ -213,6 +213,37 @@ class Acquisition:
         return self.status is AcquireStatus.ACQUIRED
 
 
+@dataclass(frozen=True)
+class AcquireRequest:
+    """One key of a batch's `acquire_many`: the arguments `acquire` takes for it.
+
+    `likely_taken` is a hint, never a rule: the key probably has a record already (the message
+    was received before, it is a replay, or this process saw the key lately). A store that
+    writes new keys and existing ones differently (DynamoDB's INSERT and UPDATE) tries the
+    likely one first; a wrong hint costs a round trip, never a wrong outcome.
+    """
+
+    scope: str
+    key: str
+    lease_ms: int
+    owner: str
+    fingerprint: str | None = None
+    block_takeover: bool = False
+    replay_nonce: str | None = None
+    expected_duration_ms: int | None = None
+    likely_taken: bool = False
+
+
+@dataclass(frozen=True)
+class Finish:
+    """One holder's outcome in a batch's `finish_many`: COMPLETED with `result` when `error` is
+    None, else FAILED with `error` (a release is a retryable failure, as `Store.release`)."""
+
+    lock: Lock
+    result: Any = None
+    error: ErrorInfo | None = None
+
+
 class WriteStatus(StrEnum):
     OK = "ok"
     LEASE_LOST = "lease_lost"  # the token no longer holds the record; nothing was changed

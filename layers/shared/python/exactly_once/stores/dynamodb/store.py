@@ -14,19 +14,27 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, lifecycle
 from exactly_once.errors import ConfigurationError
-from exactly_once.stores import schema
+from exactly_once.stores import one_by_one, schema
 from exactly_once.stores.dynamodb import acquisition, clock_skew, reads
 from exactly_once.stores.dynamodb.expressions import MARK_FAILED, failure_values, n, names, s
 from exactly_once.stores.dynamodb.fenced_writes import completion, fenced_update
 from exactly_once.stores.dynamodb.request import Request
 from exactly_once.stores.lifetimes import DAY_S, check_limits, overdue, record_ttl
-from exactly_once.stores.records import Acquisition, ErrorInfo, Lock, StoredRecord, WriteResult
+from exactly_once.stores.records import (
+    AcquireRequest,
+    Acquisition,
+    ErrorInfo,
+    Finish,
+    Lock,
+    StoredRecord,
+    WriteResult,
+)
 from exactly_once.stores.schema import Status
 from exactly_once.stores.stored_result import StoredResult
 
@@ -161,7 +169,15 @@ class IdempotencyStore:
         )
         return acquisition.take(self, req, replay_nonce)
 
+    def acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Acquisition | Exception]:
+        """A batch's keys, one `acquire` each (batched.py replaces this with PartiQL)."""
+        return one_by_one.acquire_each(self, requests)
+
     # -- fenced writes -----------------------------------------------------------------------
+
+    def finish_many(self, finishes: Sequence[Finish]) -> list[WriteResult | Exception]:
+        """A batch's outcomes, one write each (batched.py replaces this with PartiQL)."""
+        return one_by_one.finish_each(self, finishes)
 
     def complete(self, lock: Lock, result: Any = None) -> WriteResult:
         """Store the result and mark COMPLETED; never creates a record.

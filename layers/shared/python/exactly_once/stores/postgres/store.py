@@ -24,13 +24,16 @@ record ids as PostgreSQL text holds them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from exactly_once.errors import ConfigurationError
+from exactly_once.stores import one_by_one
 from exactly_once.stores.postgres import connections
 from exactly_once.stores.postgres.acquisition import Acquiring
 from exactly_once.stores.postgres.operations import Operations
 from exactly_once.stores.postgres.writes import FencedWrites
+from exactly_once.stores.records import AcquireRequest, Acquisition, Finish, WriteResult
 
 if TYPE_CHECKING:
     from exactly_once.config import StoreSettings
@@ -57,3 +60,11 @@ class PostgresStore(Acquiring, FencedWrites, Operations):
     @property
     def name(self) -> str:
         return connections.describe(self.conninfo)
+
+    def acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Acquisition | Exception]:
+        """A batch's keys, one `acquire` each (to become one multi-row statement)."""
+        return one_by_one.acquire_each(self, requests)
+
+    def finish_many(self, finishes: Sequence[Finish]) -> list[WriteResult | Exception]:
+        """A batch's outcomes, one write each (to become one multi-row statement)."""
+        return one_by_one.finish_each(self, finishes)
