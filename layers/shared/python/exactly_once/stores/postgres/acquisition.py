@@ -78,6 +78,35 @@ class Acquiring(StoreBase):
 
         `resume_id`: as on DynamoDB, an IN_PROGRESS row with the same id is this holder's own
         lock from an earlier invocation, resumed with a new token and fence."""
+        req, params = self._request(
+            scope,
+            key,
+            lease_ms=lease_ms,
+            owner=owner,
+            fingerprint=fingerprint,
+            block_takeover=block_takeover,
+            replay_nonce=replay_nonce,
+            expected_duration_ms=expected_duration_ms,
+            resume_id=resume_id,
+        )
+        return self._acquire(req, params)
+
+    def _request(
+        self,
+        scope: str,
+        key: str,
+        *,
+        lease_ms: int,
+        owner: str,
+        fingerprint: str | None,
+        block_takeover: bool,
+        replay_nonce: str | None,
+        expected_duration_ms: int | None,
+        resume_id: str | None,
+    ) -> tuple[_Request, dict[str, Any]]:
+        """One acquire: its request (a fresh token) and the statement's bound values. A batch
+        (batch_acquire.py) builds its keys' here too, so a key it hands to `_acquire` keeps the
+        token the batch statement may already have written."""
         req = _Request(
             record_id=db_id(scope, key),
             scope=scope,
@@ -103,6 +132,10 @@ class Acquiring(StoreBase):
             "nonce": req.replay_nonce,
             "rid": req.resume_id,
         }
+        return req, params
+
+    def _acquire(self, req: _Request, params: dict[str, Any]) -> Acquisition:
+        """ACQUIRE for one request, until its answer can be trusted (STALE_READS)."""
         import psycopg
 
         for _ in range(STALE_READS):

@@ -15,19 +15,9 @@ from __future__ import annotations
 from exactly_once.stores.postgres.clock import LEASE, NOW_MS, NOW_S, TTL_WITH_LEASE
 from exactly_once.stores.postgres.rows import COLUMNS
 
-# Acquirable, as on DynamoDB: a TTL-expired row (a new generation, unless it is a live lease or
-# a takeover that is blocked), an expired lease (unless blocked), a retryable FAILED row, or a
-# permanently FAILED one with its own replay nonce; never one with another fingerprint.
-ACQUIRE = f"""
-WITH acquired AS (
-    INSERT INTO exactly_once.records AS r (
-        id, scope, status, lock_token, fence, attempts, owner, lease_expires_at_ms,
-        created_at_ms, updated_at_ms, expires_at_s, pending_at_ms, fingerprint, expected_by_ms,
-        resume_id)
-    VALUES (%(id)s, %(scope)s, 'IN_PROGRESS', %(tok)s, {NOW_MS} + 1, 1, %(owner)s, {LEASE},
-        {NOW_MS}, {NOW_MS}, {TTL_WITH_LEASE}, {LEASE}, %(fp)s,
-        {NOW_MS} + %(xdur)s::bigint, %(rid)s)
-    ON CONFLICT (id) DO UPDATE SET
+# What an acquire writes over a conflicting row: a new lock (a new generation when the row's TTL
+# expired), the previous outcome cleared. Shared with the batch's (batch_statements.py).
+ACQUIRE_SET = f"""
         status = 'IN_PROGRESS',
         lock_token = excluded.lock_token,
         owner = excluded.owner,
@@ -50,16 +40,40 @@ WITH acquired AS (
             END,
         result = NULL, result_sha256 = NULL, result_size = NULL, result_omitted = NULL,
         error_type = NULL, error_message = NULL, error_retryable = NULL, error_at_ms = NULL,
-        replay_nonce = NULL
-    WHERE (r.expires_at_s < {NOW_S} AND NOT (r.status = 'IN_PROGRESS'
-            AND (r.lease_expires_at_ms >= {NOW_MS} OR %(block)s)
+        replay_nonce = NULL"""
+
+# Acquirable, as on DynamoDB: a TTL-expired row (a new generation, unless it is a live lease or
+# a takeover that is blocked), an expired lease (unless blocked), a retryable FAILED row, or a
+# permanently FAILED one with its own replay nonce; never one with another fingerprint.
+# `{block}`, `{fp}` and `{nonce}` are the request's: bound parameters here, each key's own in
+# the batch's statement.
+ACQUIRABLE = f"""(r.expires_at_s < {NOW_S} AND NOT (r.status = 'IN_PROGRESS'
+            AND (r.lease_expires_at_ms >= {NOW_MS} OR {{block}})
             AND NOT COALESCE(r.resume_id = %(rid)s, false)))
         OR (r.expires_at_s >= {NOW_S}
-            AND (%(fp)s::text IS NULL OR r.fingerprint IS NULL OR r.fingerprint = %(fp)s)
-            AND ((NOT %(block)s AND r.status = 'IN_PROGRESS' AND r.lease_expires_at_ms < {NOW_MS})
+            AND ({{fp}}::text IS NULL OR r.fingerprint IS NULL OR r.fingerprint = {{fp}})
+            AND ((NOT {{block}} AND r.status = 'IN_PROGRESS' AND r.lease_expires_at_ms < {NOW_MS})
                 OR (r.status = 'FAILED' AND r.error_retryable)
-                OR (r.status = 'FAILED' AND r.replay_nonce = %(nonce)s)
-                OR (r.status = 'IN_PROGRESS' AND r.resume_id = %(rid)s)))
+                OR (r.status = 'FAILED' AND r.replay_nonce = {{nonce}})
+                OR (r.status = 'IN_PROGRESS' AND r.resume_id = %(rid)s)))"""
+
+
+def acquirable(block: str, fp: str, nonce: str) -> str:
+    """ACQUIRABLE with the request's values as these SQL expressions."""
+    return ACQUIRABLE.replace("{block}", block).replace("{fp}", fp).replace("{nonce}", nonce)
+
+
+ACQUIRE = f"""
+WITH acquired AS (
+    INSERT INTO exactly_once.records AS r (
+        id, scope, status, lock_token, fence, attempts, owner, lease_expires_at_ms,
+        created_at_ms, updated_at_ms, expires_at_s, pending_at_ms, fingerprint, expected_by_ms,
+        resume_id)
+    VALUES (%(id)s, %(scope)s, 'IN_PROGRESS', %(tok)s, {NOW_MS} + 1, 1, %(owner)s, {LEASE},
+        {NOW_MS}, {NOW_MS}, {TTL_WITH_LEASE}, {LEASE}, %(fp)s,
+        {NOW_MS} + %(xdur)s::bigint, %(rid)s)
+    ON CONFLICT (id) DO UPDATE SET{ACQUIRE_SET}
+    WHERE {acquirable("%(block)s", "%(fp)s", "%(nonce)s")}
     RETURNING {COLUMNS}
 ),
 refused AS (

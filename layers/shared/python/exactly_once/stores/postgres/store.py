@@ -18,8 +18,9 @@ plus a transaction that commits the holder's business writes with its COMPLETED 
 The class is joined here from one module per job, each built on base.py (the pools, running a
 statement, reading one record): statements.py holds the SQL as text, acquisition.py the
 acquire, transactions.py the holder's lent transaction and the completion that commits it,
-writes.py the fenced writes, operations.py the operator's listings and reset, ids.py the
-record ids as PostgreSQL text holds them.
+writes.py the fenced writes, batch_acquire.py and batch_finish.py a batch's acquisitions and
+outcomes in one statement each (batch_statements.py), operations.py the operator's listings
+and reset, ids.py the record ids as PostgreSQL text holds them.
 """
 
 from __future__ import annotations
@@ -28,18 +29,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from exactly_once.errors import ConfigurationError
-from exactly_once.stores import one_by_one
 from exactly_once.stores.postgres import connections
-from exactly_once.stores.postgres.acquisition import Acquiring
+from exactly_once.stores.postgres.batch_acquire import BatchAcquiring
+from exactly_once.stores.postgres.batch_finish import BatchFinishing
 from exactly_once.stores.postgres.operations import Operations
-from exactly_once.stores.postgres.writes import FencedWrites
 from exactly_once.stores.records import AcquireRequest, Acquisition, Finish, WriteResult
 
 if TYPE_CHECKING:
     from exactly_once.config import StoreSettings
 
 
-class PostgresStore(Acquiring, FencedWrites, Operations):
+class PostgresStore(BatchAcquiring, BatchFinishing, Operations):
     """Lock, complete and fail idempotency records with fenced statements on PostgreSQL.
 
     Constructed as base.StoreBase says (`conninfo`, the lifetimes, `clock=`, the two pools)."""
@@ -62,9 +62,9 @@ class PostgresStore(Acquiring, FencedWrites, Operations):
         return connections.describe(self.conninfo)
 
     def acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Acquisition | Exception]:
-        """A batch's keys, one `acquire` each (to become one multi-row statement)."""
-        return one_by_one.acquire_each(self, requests)
+        """A batch's keys in one statement (batch_acquire.py): one round trip."""
+        return self._acquire_batch(requests)
 
     def finish_many(self, finishes: Sequence[Finish]) -> list[WriteResult | Exception]:
-        """A batch's outcomes, one write each (to become one multi-row statement)."""
-        return one_by_one.finish_each(self, finishes)
+        """A batch's outcomes in one statement (batch_finish.py): one round trip."""
+        return self._finish_batch(finishes)
