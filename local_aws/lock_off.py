@@ -3,10 +3,11 @@ lock turned off, to prove that the verdicts of `make run` and `make chaos` can f
 
 With `EONCE_LOCK_OFF=1` in a worker's environment, `install_if_enabled` (called by every worker
 process before it loads the function: the poller's, the SNS delivery's, the API gateway's and
-the chaos harness's) patches both stores' `acquire` so that every delivery acquires a record of
-its own (the key gets a unique suffix). Nothing is ever a duplicate, no lease is ever held
-against anyone, and each delivery runs the business function: the execution log then shows a
-second execution for every key that was delivered twice, and the run must fail.
+the chaos harness's) patches both stores' `acquire` and `acquire_many` so that every delivery
+acquires a record of its own (the key gets a unique suffix). Nothing is ever a duplicate, no
+lease is ever held against anyone, and each delivery runs the business function: the execution
+log then shows a second execution for every key that was delivered twice, and the run must
+fail.
 
 The business function still sees its real key (the context carries the key it was given, not
 the record's id), so its log entries are counted under the business key, as they would be.
@@ -21,6 +22,7 @@ import functools
 import os
 import uuid
 from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import replace
 from typing import Any
 
 LOCK_OFF_ENV = "EONCE_LOCK_OFF"
@@ -60,14 +62,28 @@ def _fresh_record(acquire: Callable[..., Any]) -> Callable[..., Any]:
     return every_delivery_its_own
 
 
+def _fresh_records(acquire_many: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(acquire_many)
+    def every_delivery_its_own(self: Any, requests: Any) -> Any:
+        return acquire_many(
+            self, [replace(r, key=f"{r.key}{SUFFIX}{uuid.uuid4().hex}") for r in requests]
+        )
+
+    every_delivery_its_own.lock_off = True  # type: ignore[attr-defined]
+    return every_delivery_its_own
+
+
 def install() -> None:
-    """Patch `acquire` on both stores in this process (idempotent)."""
+    """Patch `acquire` and the batch's `acquire_many` on both stores in this process
+    (idempotent)."""
     from exactly_once.stores.dynamodb.store import IdempotencyStore
     from exactly_once.stores.postgres.store import PostgresStore
 
     for store in (IdempotencyStore, PostgresStore):
         if not getattr(store.acquire, "lock_off", False):
             store.acquire = _fresh_record(store.acquire)  # type: ignore[method-assign]
+        if not getattr(store.acquire_many, "lock_off", False):
+            store.acquire_many = _fresh_records(store.acquire_many)  # type: ignore[method-assign]
 
 
 def install_if_enabled(environ: Mapping[str, str] | None = None) -> bool:

@@ -38,6 +38,7 @@ def lock_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """The harness's self-test switch, undone after the test."""
     for store in (IdempotencyStore, PostgresStore):
         monkeypatch.setattr(store, "acquire", store.acquire)  # restored at teardown
+        monkeypatch.setattr(store, "acquire_many", store.acquire_many)
     lock_off.install()
 
 

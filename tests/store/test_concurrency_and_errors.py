@@ -62,7 +62,8 @@ def _throttle_every_request(client: DynamoDBClient, calls: list[str]) -> None:
         return AWSResponse(request.url, 400, headers, _Raw(body))
 
     # botocore's stubs type handlers as returning None, but before-send handlers may answer.
-    client.meta.events.register("before-send.dynamodb.UpdateItem", respond)  # type: ignore[arg-type]
+    for operation in ("UpdateItem", "BatchExecuteStatement"):  # one key's call, a batch's
+        client.meta.events.register(f"before-send.dynamodb.{operation}", respond)  # type: ignore[arg-type]
 
 
 class _Raw:

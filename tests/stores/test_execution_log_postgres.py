@@ -68,6 +68,7 @@ def test_with_the_lock_off_a_second_execution_shows_as_a_second_row(
 ) -> None:
     for store in (IdempotencyStore, PostgresStore):
         monkeypatch.setattr(store, "acquire", store.acquire)  # restored at teardown
+        monkeypatch.setattr(store, "acquire_many", store.acquire_many)
     lock_off.install()
     key = f"log-{uuid.uuid4().hex[:8]}"
     for _ in range(2):

@@ -16,14 +16,19 @@ from exactly_once.stores.records import WriteResult
 COMPLETE_ATTEMPTS = 4  # each is botocore's own retries
 
 
-def write_durably(write: Callable[[], WriteResult], context: Any, reserve_ms: float) -> WriteResult:
-    """`write()`, tried up to COMPLETE_ATTEMPTS times while more than `reserve_ms` plus the next
+def write_durably(
+    write: Callable[[], WriteResult],
+    context: Any,
+    reserve_ms: float,
+    attempts: int = COMPLETE_ATTEMPTS,
+) -> WriteResult:
+    """`write()`, tried up to `attempts` times while more than `reserve_ms` plus the next
     back-off is left; the last error is raised when it never got through. Every write it is
     used for is fenced and recognises its own lost reply, so trying again is safe, except a
     completion whose transaction did not commit, or may not have (CommitFailed, CommitUnknown):
     the business writes went with it, so a plain retry could record work that never happened."""
     delay = 0.1
-    for _ in range(COMPLETE_ATTEMPTS - 1):
+    for _ in range(attempts - 1):
         try:
             return write()
         except (CommitFailed, CommitUnknown):

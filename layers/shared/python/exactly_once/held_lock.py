@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from exactly_once import durable, heartbeat, observability
-from exactly_once.completion import write_durably
+from exactly_once.completion import COMPLETE_ATTEMPTS, write_durably
 from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, ConfigurationError, PermanentError
@@ -26,6 +26,7 @@ from exactly_once.stores.schema import Status
 
 STARTED = "Started"  # a lock was taken: work began
 FINISHED = "Finished"  # its outcome (COMPLETED or FAILED) was written
+AFTER_BATCH = COMPLETE_ATTEMPTS - 1  # a gathered outcome's own tries once its batch's failed
 """Lock metrics, emitted at once per event: `Started - Finished` over a window is work that
 began and has no recorded outcome (a crash, a timeout, a zombie). The stack alarms on it."""
 
@@ -68,6 +69,7 @@ class OnceLock(LockedContext):
         self._succeeding = False
         self._lent: Any = None  # the transaction `transaction` lent, until an outcome ends it
         self._beat: heartbeat.Beat | None = None  # renews a short lease (heartbeat.py)
+        self._gathered = False  # its completion waits in a batch's write (`gathered`)
 
     def __repr__(self) -> str:
         return (
@@ -141,6 +143,7 @@ class OnceLock(LockedContext):
         if self._lent is not None:
             return None
         self._succeeding = True
+        self._gathered = True  # its beat renews the lease until the batch's write answers
         return Finish(lock, result)
 
     def released(self, reason: str) -> Finish:
@@ -154,19 +157,22 @@ class OnceLock(LockedContext):
     def settle(self, finish: Finish, answer: WriteResult | Exception) -> None:
         """Take a batch's answer for this lock's gathered outcome. An error is tried again on
         its own as `succeed` or `fail` would (a write that got through is recognised by its
-        token); a refusal raises `LeaseLost`, as theirs does."""
+        token); a refusal raises `LeaseLost`, as theirs does. Either way the beat stops: no
+        later write of this holder's will come, so a key left IN_PROGRESS frees in one lease."""
         store = self._writer()
-        lock = finish.lock
-        if isinstance(answer, Exception):
-            if finish.error is None:
-                answer = self._write(lambda: store.complete(lock, finish.result), "succeed")
+        lock, error = finish.lock, finish.error
+        self._gathered = False
+        what = "succeed" if error is None else "fail"
+        try:
+            if not isinstance(answer, Exception):
+                self._checked(answer, what)
+            elif error is None:  # the batch's write was the first of COMPLETE_ATTEMPTS
+                self._write(lambda: store.complete(lock, finish.result), what, AFTER_BATCH)
             else:
-                error = finish.error
-                answer = self._write(lambda: store.fail(lock, error), "fail")
-        else:
-            self._checked(answer, "succeed" if finish.error is None else "fail")
-        self._outcome = Status.COMPLETED if finish.error is None else Status.FAILED
-        self._end_beat()
+                self._write(lambda: store.fail(lock, error), what, AFTER_BATCH)
+        finally:
+            self._end_beat()
+        self._outcome = Status.COMPLETED if error is None else Status.FAILED
         observability.count_lock_event(FINISHED, self.scope)
 
     def fail(self, error: BaseException | ErrorInfo | str, retryable: bool | None = None) -> str:
@@ -221,7 +227,8 @@ class OnceLock(LockedContext):
         """Roll back the open transaction, if any; the entry points call it when the work ends,
         so one that ended without an outcome (a lease lost) never leaves a connection open."""
         self._lent = None
-        self._end_beat()
+        if not self._gathered:
+            self._end_beat()
         if self._store is not None and self._lock is not None:
             self._store.discard(self._lock)
 
@@ -255,10 +262,13 @@ class OnceLock(LockedContext):
             raise RuntimeError(f"{self.key!r}: the outcome is already recorded ({self._outcome})")
         return self._held().own()  # a clone's copy is refused before any retry
 
-    def _write(self, write: Callable[[], WriteResult], what: str) -> WriteResult:
+    def _write(
+        self, write: Callable[[], WriteResult], what: str, attempts: int = COMPLETE_ATTEMPTS
+    ) -> WriteResult:
         """A fenced write, tried again on errors while the invocation has time (a script:
-        COMPLETE_ATTEMPTS times); each recognises its own lost reply, so a retry is safe."""
-        return self._checked(write_durably(write, self.lambda_context, self.reserve_ms), what)
+        `attempts` times); each recognises its own lost reply, so a retry is safe."""
+        written = write_durably(write, self.lambda_context, self.reserve_ms, attempts)
+        return self._checked(written, what)
 
     def _checked(self, written: WriteResult, what: str) -> WriteResult:
         """`written`, or LeaseLost naming the record's holder now when it was refused."""

@@ -52,32 +52,42 @@ lifecycle.on_snapshot(_stop_pools)
 
 
 def run_chains(
-    messages: list[SqsMessage], chain_of: ChainOf, process: ProcessOne, concurrency: int, why: str
+    messages: list[SqsMessage],
+    chain_of: ChainOf,
+    process: ProcessOne,
+    concurrency: int,
+    why: str,
+    stopped: set[object] | None = None,
 ) -> list[RecordResult]:
     """After a chain's first reported failure its later records are reported failed unrun.
 
     For FIFO that keeps a group in order; for a repeated key it avoids an immediate retry.
+    `stopped`: chains that failed before (an earlier wave of the batch); the chains that fail
+    here are added to it.
     """
+    stopped = set() if stopped is None else stopped
     chains: dict[object, list[int]] = {}
     for index, message in enumerate(messages):
-        chain = chain_of(message)
-        chains.setdefault(chain if chain is not None else ("unchained", index), []).append(index)
+        named = chain_of(message)
+        chains.setdefault(named if named is not None else ("unchained", index), []).append(index)
     results: list[RecordResult | None] = [None] * len(messages)
 
-    def run_chain(indexes: list[int]) -> None:
-        failed = False
-        for i in indexes:
+    def run_chain(chain: object) -> None:
+        failed = chain in stopped
+        for i in chains[chain]:
             if failed:
                 results[i] = RecordResult(messages[i].message_id, Outcome.SKIPPED, True, reason=why)
                 continue
             results[i] = process(messages[i])
             failed = results[i].report_failure  # type: ignore[union-attr]
+        if failed:
+            stopped.add(chain)
 
     if concurrency <= 1 or len(chains) <= 1:
-        for indexes in chains.values():
-            run_chain(indexes)
+        for chain in chains:
+            run_chain(chain)
     else:  # the pool's size is the bound; a batch with fewer chains uses fewer threads
-        list(_pool(concurrency).map(run_chain, chains.values()))
+        list(_pool(concurrency).map(run_chain, chains))
     return [r for r in results if r is not None]
 
 
@@ -86,13 +96,15 @@ def run_batch(
 ) -> list[RecordResult]:
     """FIFO by the queue's ARN (`is_fifo`): a fair queue's records carry a MessageGroupId
     too, but their groups promise no order, so they chain by key like any standard queue's."""
+    chain_of, why = chaining(messages, key_of)
+    return run_chains(messages, chain_of, process, concurrency, why)
+
+
+def chaining(messages: list[SqsMessage], key_of: ChainOf) -> tuple[ChainOf, str]:
+    """How a batch's records chain (FIFO: by group; else by key), and why a skip happens."""
     if any(message.is_fifo for message in messages):
-        return run_chains(
-            messages, _group_of, process, concurrency, "an earlier message of its group failed"
-        )
-    return run_chains(
-        messages, key_of, process, concurrency, "an earlier message with its key failed"
-    )
+        return _group_of, "an earlier message of its group failed"
+    return key_of, "an earlier message with its key failed"
 
 
 def _group_of(message: SqsMessage) -> str | None:

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 from exactly_once import observability
 from exactly_once.lease import LeasePolicy, remaining_ms
 from exactly_once.outcomes import Outcome, RecordResult, count_outcomes
-from exactly_once.sqs.batch import batch_response, run_batch
+from exactly_once.sqs.batch import batch_response
 from exactly_once.sqs.keys import KeySpec
 from exactly_once.sqs.messages import SqsMessage
 from exactly_once.sqs.processor import Handler
 from exactly_once.sqs.record_entry import RecordEntry
+from exactly_once.sqs.waves import run_waves
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -46,12 +47,7 @@ class SqsConsumer(RecordEntry):
             ]
         else:
             margin = processor.config.margin_for(remaining_ms(context))
-            results = run_batch(
-                messages,
-                lambda message: processor.process(message, context, margin),
-                processor.config.concurrency,
-                processor.key_of,
-            )
+            results = run_waves(processor, messages, context, margin)
             _log_summary(results)
             try:
                 observability.emit_batch_metrics(processor.config.scope, results)

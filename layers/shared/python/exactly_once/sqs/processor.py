@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, lifecycle, observability
-from exactly_once.claims import ClaimStatus, claim
+from exactly_once.claims import Claim, ClaimStatus, claim
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, PermanentError
 from exactly_once.held_lock import OnceLock
@@ -22,11 +22,12 @@ from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.context import RecordContext
 from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
+from exactly_once.sqs.gathering import Gathering
 from exactly_once.sqs.identity import identify
 from exactly_once.sqs.keys import KeySpec
 from exactly_once.sqs.messages import SqsMessage, queue_url_from_arn
 from exactly_once.stores.protocol import Store
-from exactly_once.stores.records import ErrorInfo, StoredRecord
+from exactly_once.stores.records import AcquireRequest, ErrorInfo, StoredRecord, WriteResult
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -60,11 +61,20 @@ class RecordProcessor:
             self._sqs_generation = lifecycle.generation()
         return self._sqs
 
-    def process(self, message: SqsMessage, context: Any, margin_ms: float = 0.0) -> RecordResult:
-        """`margin_ms`: a record is not started with less time than this left."""
+    def process(
+        self,
+        message: SqsMessage,
+        context: Any,
+        margin_ms: float = 0.0,
+        claimed: Claim | Exception | None = None,
+        gather: Gathering | None = None,
+    ) -> RecordResult:
+        """`margin_ms`: a record is not started with less time than this left. `claimed`: the
+        key's claim (or the error taking it) made for the whole batch (waves.py); None claims
+        it here. `gather`: a completion goes there, to be written with the batch's others."""
         mid = message.message_id
         try:
-            return self._process(message, context, margin_ms)
+            return self._process(message, context, margin_ms, claimed, gather)
         except BaseException as exc:  # the last line of defence: report, never raise to the batch
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -102,11 +112,60 @@ class RecordProcessor:
     def deferred(self, message: SqsMessage, reason: str) -> RecordResult:
         return RecordResult(message.message_id, Outcome.DEFERRED, True, reason=reason)
 
-    def _process(self, message: SqsMessage, context: Any, margin_ms: float) -> RecordResult:
+    def acquire_request(self, message: SqsMessage, context: Any) -> AcquireRequest | None:
+        """What the batch asks the store for this record's key, or None when it takes no key
+        (no messageId, or a body or key that fails it: `process` reports those). The key is
+        likely taken when the message was received before or is a replay."""
+        if not message.message_id:
+            return None
+        try:
+            _, key, fp = self._identity(message)
+        except BaseException as exc:  # as `key_of`: reported when the record runs
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return None
+        return AcquireRequest(
+            self.config.scope,
+            key,
+            lease_ms=self.config.lease.lease_ms(context),
+            owner=owner(context),
+            fingerprint=fp,
+            block_takeover=self.config.block_takeover,
+            replay_nonce=message.replay_nonce,
+            likely_taken=(message.receive_count or 1) > 1 or message.replay_nonce is not None,
+        )
+
+    def _claim(
+        self, key: str, fp: str | None, message: SqsMessage, context: Any, margin_ms: float
+    ) -> Claim:
+        return claim(
+            self.store,
+            self.config.scope,
+            key,
+            lease_ms=self.config.lease.lease_ms(context),
+            owner=owner(context),
+            fingerprint=fp,
+            block_takeover=self.config.block_takeover,
+            replay_nonce=message.replay_nonce,
+            lambda_context=context,
+            reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
+            heartbeat_ms=self.config.lease.heartbeat_ms,  # a dead holder frees the key soon
+        )
+
+    def _process(
+        self,
+        message: SqsMessage,
+        context: Any,
+        margin_ms: float,
+        claimed: Claim | Exception | None,
+        gather: Gathering | None,
+    ) -> RecordResult:
         mid = message.message_id
         if not mid:  # no string messageId, or not a record at all
             return RecordResult(mid, Outcome.ERROR, True, reason="malformed record: no messageId")
         if remaining_ms(context) < margin_ms:
+            if isinstance(claimed, Claim) and claimed.acquired and gather is not None:
+                gather.release(claimed.lock, "too close to the invocation deadline")
             return self.deferred(message, "too close to the invocation deadline")
         try:
             body, key, fp = self._identity(message)
@@ -115,19 +174,10 @@ class RecordProcessor:
                 message, None, ErrorInfo.from_exception(exc, retryable=False), 0
             )
         try:
-            claimed = claim(
-                self.store,
-                self.config.scope,
-                key,
-                lease_ms=self.config.lease.lease_ms(context),
-                owner=owner(context),
-                fingerprint=fp,
-                block_takeover=self.config.block_takeover,
-                replay_nonce=message.replay_nonce,
-                lambda_context=context,
-                reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
-                heartbeat_ms=self.config.lease.heartbeat_ms,  # a dead holder frees the key soon
-            )
+            if claimed is None:
+                claimed = self._claim(key, fp, message, context, margin_ms)
+            elif isinstance(claimed, Exception):
+                raise claimed
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             return self._infrastructure_error(mid, key, "acquire", exc)
 
@@ -160,16 +210,28 @@ class RecordProcessor:
             lock.store_lock,
             message,
         )
-        return self._run(ctx, lock, body, claimed.takeover)
+        return self._run(ctx, lock, body, claimed.takeover, gather)
 
-    def _run(self, ctx: RecordContext, lock: OnceLock, body: Any, takeover: bool) -> RecordResult:
+    def _run(
+        self,
+        ctx: RecordContext,
+        lock: OnceLock,
+        body: Any,
+        takeover: bool,
+        gather: Gathering | None,
+    ) -> RecordResult:
         try:
-            return self._run_locked(ctx, lock, body, takeover)
+            return self._run_locked(ctx, lock, body, takeover, gather)
         finally:
             lock.abandon()  # a transaction still open here has no outcome to commit with
 
     def _run_locked(
-        self, ctx: RecordContext, lock: OnceLock, body: Any, takeover: bool
+        self,
+        ctx: RecordContext,
+        lock: OnceLock,
+        body: Any,
+        takeover: bool,
+        gather: Gathering | None,
     ) -> RecordResult:
         mid, key = ctx.message_id, ctx.key
         try:
@@ -204,13 +266,48 @@ class RecordProcessor:
                 fence=lock.fence,
                 takeover=takeover,
             )
-        return self._complete(ctx, lock, result, takeover)
+        return self._complete(ctx, lock, result, takeover, gather)
 
     def _complete(
-        self, ctx: RecordContext, lock: OnceLock, result: Any, takeover: bool
+        self,
+        ctx: RecordContext,
+        lock: OnceLock,
+        result: Any,
+        takeover: bool,
+        gather: Gathering | None,
     ) -> RecordResult:
+        """COMPLETED now, or gathered to be written with the batch's other completions: its
+        result is this record's until the batch's write answers (`Gathering.write`)."""
+        # A FIFO record whose renewal was refused completes now: its LeaseLost must stop its
+        # group before the group's next message runs.
+        if gather is None or (ctx.message.is_fifo and lock.heartbeat_lost):
+            return self._settled(ctx, lock, takeover, lambda: lock.succeed(result))
+        finish = lock.gathered(result)
+        if finish is None:  # a lent transaction commits with its own completion
+            return self._settled(ctx, lock, takeover, lambda: lock.succeed(result))
+
+        def settle(answer: WriteResult | Exception) -> RecordResult:
+            return self._settled(ctx, lock, takeover, lambda: lock.settle(finish, answer))
+
+        gather.add(id(ctx.message), lock, finish, settle)
+        return self._processed(ctx, takeover)
+
+    def _processed(self, ctx: RecordContext, takeover: bool) -> RecordResult:
+        return RecordResult(
+            ctx.message_id,
+            Outcome.PROCESSED,
+            False,
+            key=ctx.key,
+            fence=ctx.fence,
+            takeover=takeover,
+        )
+
+    def _settled(
+        self, ctx: RecordContext, lock: OnceLock, takeover: bool, write: Callable[[], None]
+    ) -> RecordResult:
+        """The record's result once its completion `write` answered (or raised)."""
         try:
-            lock.succeed(result)
+            write()
         except LeaseLost as lost:
             observability.logger().error(
                 "LEASE LOST at completion: the work ran, but another holder owns the record now",
@@ -258,14 +355,7 @@ class RecordProcessor:
                 fence=ctx.fence,
                 takeover=takeover,
             )
-        return RecordResult(
-            ctx.message_id,
-            Outcome.PROCESSED,
-            False,
-            key=ctx.key,
-            fence=ctx.fence,
-            takeover=takeover,
-        )
+        return self._processed(ctx, takeover)
 
     def _fail(self, ctx: RecordContext, lock: OnceLock, error: ErrorInfo) -> str | None:
         """Keep the failure on the record. Returns its replay nonce ("" when retryable); None

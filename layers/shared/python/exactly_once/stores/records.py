@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -232,6 +232,10 @@ class AcquireRequest:
     replay_nonce: str | None = None
     expected_duration_ms: int | None = None
     likely_taken: bool = False
+
+    def likely(self) -> AcquireRequest:
+        """This request, hinted that the key probably has a record."""
+        return replace(self, likely_taken=True)
 
 
 @dataclass(frozen=True)
