@@ -46,13 +46,14 @@ def take(table: Table, req: Request, replay_nonce: str | None) -> Acquisition:
             ReturnValues="UPDATED_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-    except table.client.exceptions.ConditionalCheckFailedException as refused:
-        return _refused(table, returned_item(refused), req, RENEWALS)
+    except table.client.exceptions.ConditionalCheckFailedException as denied:
+        return refused(table, returned_item(denied), req, RENEWALS)
     return request.taken(dict(response.get("Attributes", {})), req)
 
 
-def _refused(table: Table, item: Item | None, req: Request, renewals: int) -> Acquisition:
-    """What a refused acquisition means, from the item DynamoDB returned with the refusal."""
+def refused(table: Table, item: Item | None, req: Request, renewals: int) -> Acquisition:
+    """What a refused acquisition means, from the item DynamoDB returned with the refusal
+    (an UpdateItem's ALL_OLD, or a batch statement's; batched.py reads its refusals here)."""
     if item is None:  # cannot happen: a refused write on a missing item would have passed
         raise RuntimeError("conditional check failed without returning the item")
     record = StoredRecord.from_item(item)
@@ -102,8 +103,8 @@ def _renew(table: Table, item: Item, old: StoredRecord, req: Request, renewals: 
             ExpressionAttributeValues=values,
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-    except table.client.exceptions.ConditionalCheckFailedException as refused:
-        return _refused(table, returned_item(refused), req, renewals)
+    except table.client.exceptions.ConditionalCheckFailedException as denied:
+        return refused(table, returned_item(denied), req, renewals)
     return Acquisition(
         AcquireStatus.ACQUIRED, lock=req.lock(fence, 1), resumed=request.resumed(item, req)
     )
@@ -144,7 +145,7 @@ def _block(table: Table, record: StoredRecord, req: Request) -> Acquisition:
         )
     except table.client.exceptions.ConditionalCheckFailedException as changed:
         # The old holder finished (or someone else moved it) in between: report that state.
-        return _refused(table, returned_item(changed), replace(req, block_takeover=False), 0)
+        return refused(table, returned_item(changed), replace(req, block_takeover=False), 0)
     return Acquisition(
         AcquireStatus.FAILED_PERMANENTLY,
         record=StoredRecord.from_item(dict(response["Attributes"])),

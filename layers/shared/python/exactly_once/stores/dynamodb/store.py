@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from exactly_once import clients, lifecycle
 from exactly_once.errors import ConfigurationError
-from exactly_once.stores import one_by_one, schema
-from exactly_once.stores.dynamodb import acquisition, clock_skew, reads
+from exactly_once.stores import schema
+from exactly_once.stores.dynamodb import acquisition, batched, clock_skew, reads
 from exactly_once.stores.dynamodb.expressions import MARK_FAILED, failure_values, n, names, s
 from exactly_once.stores.dynamodb.fenced_writes import completion, fenced_update
 from exactly_once.stores.dynamodb.request import Request
@@ -170,14 +170,21 @@ class IdempotencyStore:
         return acquisition.take(self, req, replay_nonce)
 
     def acquire_many(self, requests: Sequence[AcquireRequest]) -> list[Acquisition | Exception]:
-        """A batch's keys, one `acquire` each (batched.py replaces this with PartiQL)."""
-        return one_by_one.acquire_each(self, requests)
+        """A batch's keys in one BatchExecuteStatement (a second only for wrong `likely_taken`
+        hints), each answered as `acquire` would; what the batch cannot answer for a key falls
+        back to `acquire`'s own call with the same token (batched.py)."""
+        now_ms = int(self._clock() * 1000)
+        skewed = clock_skew.too_far_ahead(self.max_skew_ms)
+        keys = [batched.request_for(ask, now_ms, self._ttl, skewed) for ask in requests]
+        return batched.acquire_many(self, keys)
 
     # -- fenced writes -----------------------------------------------------------------------
 
     def finish_many(self, finishes: Sequence[Finish]) -> list[WriteResult | Exception]:
-        """A batch's outcomes, one write each (batched.py replaces this with PartiQL)."""
-        return one_by_one.finish_each(self, finishes)
+        """A batch's outcomes in one BatchExecuteStatement of fenced UPDATEs, each answered as
+        `complete` or `fail` would; a key the batch cannot answer gets that call (batched.py)."""
+        now = self._clock()
+        return batched.finish_many(self, finishes, now, self._ttl(int(now)))
 
     def complete(self, lock: Lock, result: Any = None) -> WriteResult:
         """Store the result and mark COMPLETED; never creates a record.
