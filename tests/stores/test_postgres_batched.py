@@ -418,36 +418,114 @@ def test_a_lent_transaction_handed_to_a_batch_commits_or_rolls_back_with_its_out
     assert store._open == {}  # every lent connection went back
 
 
+def _watched(store: PostgresStore) -> list[Exception]:
+    """The errors the store's statements raise (a deadlock would be one: the batch then falls
+    back key by key, so its answers alone could not show it)."""
+    raised: list[Exception] = []
+    run = store._run
+
+    def watched(statement: Callable[[Any], Any]) -> Any:
+        try:
+            return run(statement)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+
+    store._run = watched  # type: ignore[method-assign]
+    return raised
+
+
+def _race(threads: int, work: Callable[[int], None]) -> None:
+    start = threading.Barrier(threads)
+
+    def run(seed: int) -> None:
+        start.wait()
+        work(seed)
+
+    running = [threading.Thread(target=run, args=(seed,)) for seed in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join(timeout=120)
+
+
 def test_batches_racing_for_overlapping_keys_acquire_each_key_exactly_once(
     pg_dsn: str, scope: str
 ) -> None:
-    """Threads send batches over shuffled, overlapping keys (rows locked in id order: no
-    deadlock between them); every key is acquired by exactly one, and no answer is an error."""
+    """Threads send batches over shuffled, overlapping keys; every key is acquired by exactly
+    one, and no statement fails (rows are locked in id order: no deadlock between them)."""
     store = PostgresStore(pg_dsn)
+    raised = _watched(store)
     keys = [_key() for _ in range(40)]
     answers: list[tuple[str, Acquisition | Exception]] = []
     lock = threading.Lock()
-    start = threading.Barrier(8)
 
     def racer(seed: int) -> None:
         mine = random.Random(seed).sample(keys, 25)
-        start.wait()
         got = store.acquire_many([AcquireRequest(scope, k, LIVE_MS, f"r{seed}") for k in mine])
         with lock:
             answers.extend(zip(mine, got, strict=True))
 
-    threads = [threading.Thread(target=racer, args=(seed,)) for seed in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    _race(8, racer)
+    assert raised == []
     assert len(answers) == 8 * 25
-    assert not [a for _, a in answers if isinstance(a, Exception)]
     winners: dict[str, int] = {}
     for key, answer in answers:
-        assert isinstance(answer, Acquisition)
+        assert isinstance(answer, Acquisition), answer
         assert answer.status in (AcquireStatus.ACQUIRED, AcquireStatus.IN_PROGRESS)
         if answer.acquired:
             winners[key] = winners.get(key, 0) + 1
     asked = {key for key, _ in answers}
     assert winners == dict.fromkeys(asked, 1)
+
+
+def test_zombies_finishing_while_batches_take_over_never_both_win_a_key(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    """Expired holders complete their keys in batches while other batches take the same keys
+    over, each in its own shuffled order: per key, either the zombie's completion or the
+    takeover wins, never both, and no statement fails (both lock rows in id order)."""
+    store = PostgresStore(pg_dsn, clock=clock)
+    keys = [_key() for _ in range(40)]
+    zombies = _locks(store.acquire_many([AcquireRequest(scope, k, SHORT_MS, "z") for k in keys]))
+    clock.advance(5)
+    raised = _watched(store)
+    finished: dict[str, WriteResult | Exception] = {}
+    taken: dict[str, list[Acquisition | Exception]] = {k: [] for k in keys}
+    lock = threading.Lock()
+
+    def racer(seed: int) -> None:
+        order = random.Random(seed).sample(range(len(keys)), len(keys))
+        if seed % 2:  # half the zombies each
+            mine = [i for i in order if i % 2 == seed // 2 % 2]
+            got = store.finish_many([Finish(zombies[i], "late") for i in mine])
+            with lock:
+                finished.update({keys[i]: w for i, w in zip(mine, got, strict=True)})
+        else:
+            asked = [AcquireRequest(scope, keys[i], LIVE_MS, f"t{seed}") for i in order]
+            acquired = store.acquire_many(asked)
+            with lock:
+                for i, answer in zip(order, acquired, strict=True):
+                    taken[keys[i]].append(answer)
+
+    _race(4, racer)
+    assert raised == []
+    assert set(finished) == set(keys)
+    for key in keys:
+        zombie = finished[key]
+        assert isinstance(zombie, WriteResult), zombie
+        takers = [a for a in taken[key] if isinstance(a, Acquisition) and a.acquired]
+        assert all(isinstance(a, Acquisition) for a in taken[key]), taken[key]
+        assert zombie.ok + len(takers) == 1, (key, zombie, taken[key])
+        record = store.get(scope, key)
+        assert record is not None
+        assert record.status is (Status.COMPLETED if zombie.ok else Status.IN_PROGRESS)
+
+
+def _locks(answers: list[Acquisition | Exception]) -> list[Lock]:
+    locks = []
+    for answer in answers:
+        assert isinstance(answer, Acquisition), answer
+        assert answer.lock is not None, answer
+        locks.append(answer.lock)
+    return locks
