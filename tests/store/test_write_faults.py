@@ -24,7 +24,7 @@ from botocore.httpsession import URLLib3Session
 from exactly_once import AcquireStatus, ErrorInfo, IdempotencyStore, RecordContext, Status
 from exactly_once.effects import put_once
 from exactly_once.stores import schema
-from exactly_once.stores.records import Lock
+from exactly_once.stores.records import AcquireRequest, Finish, Lock
 from fault_injection.throttling import error_response, throttle_response
 from tests.conftest import FakeClock, make_ddb_client
 
@@ -328,4 +328,118 @@ def test_a_crash_just_after_the_write_leaves_a_safe_state(world: World, name: st
     case = CASES[name]
     state = case.prepare(world)
     case.write(world, world.healthy, state)  # applied; its caller dies before acting on it
+    case.after_crash(world, state)
+
+
+# -- the batched path (stores/dynamodb/batched.py): each of its writes under the same faults ---
+#
+# A batch never raises for a key: a call that fails whole past botocore's retries sends each
+# key to its single call (same token), so the throttle case ends in success, not in an error.
+
+BATCH = "BatchExecuteStatement"
+
+
+def _one_acquired(store: IdempotencyStore, ask: AcquireRequest) -> Any:
+    answer = store.acquire_many([ask])[0]
+    assert not isinstance(answer, Exception), answer
+    return answer
+
+
+def _one_finished(store: IdempotencyStore, finish: Finish) -> Any:
+    answer = store.finish_many([finish])[0]
+    assert not isinstance(answer, Exception), answer
+    return answer
+
+
+def _failed_retryably(w: World) -> Lock:
+    lock = w.held()
+    assert w.healthy.fail(lock, ErrorInfo("Boom", "again", True)).ok
+    return lock
+
+
+def _retried(w: World, old: Lock, got: Any) -> None:
+    _new_lock_is_held(w, old, got)
+    assert got.lock.fence == old.fence + 1
+    assert got.lock.attempt == 2
+
+
+def _asked(w: World, likely_taken: bool) -> AcquireRequest:
+    return AcquireRequest(w.scope, KEY, LEASE_MS, "holder", likely_taken=likely_taken)
+
+
+BATCH_CASES = {
+    "acquire-many-new": Case(
+        BATCH,
+        0,
+        lambda w: None,
+        lambda w, store, _: _one_acquired(store, _asked(w, False)),
+        _new_lock_is_held,
+        _taken_over_after_the_lease,
+    ),
+    "acquire-many-wrongly-hinted": Case(  # the fault hits the second call, the INSERT
+        BATCH,
+        1,
+        lambda w: None,
+        lambda w, store, _: _one_acquired(store, _asked(w, True)),
+        _new_lock_is_held,
+        _taken_over_after_the_lease,
+    ),
+    "acquire-many-retry": Case(
+        BATCH,
+        0,
+        _failed_retryably,
+        lambda w, store, _: _one_acquired(store, _asked(w, True)),
+        _retried,
+        _taken_over_after_the_lease,
+    ),
+    "complete-many": Case(
+        BATCH,
+        0,
+        lambda w: w.held(),
+        lambda w, store, lock: _one_finished(store, Finish(lock, {"ok": True})),
+        _completed,
+        _duplicate_afterwards,
+    ),
+    "fail-many-permanent": Case(
+        BATCH,
+        0,
+        lambda w: w.held(),
+        lambda w, store, lock: _one_finished(
+            store, Finish(lock, None, ErrorInfo("Declined", "cut \ud83d", False))
+        ),
+        _failed_with_nonce,
+        _still_blocked_with_its_nonce,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", BATCH_CASES)
+def test_a_lost_batch_reply_is_recognised_as_the_writes_own_success(
+    world: World, name: str
+) -> None:
+    case = BATCH_CASES[name]
+    state = case.prepare(world)
+    fault = _arm(world, case, "lost")
+    result = case.write(world, world.faulty, state)
+    assert fault.hits == ["lost"]
+    case.succeeded(world, state, result)
+
+
+@pytest.mark.parametrize("name", BATCH_CASES)
+def test_a_batch_throttled_past_the_retries_falls_back_to_the_single_write(
+    world: World, name: str
+) -> None:
+    case = BATCH_CASES[name]
+    state = case.prepare(world)
+    fault = _arm(world, case, "throttle")
+    result = case.write(world, world.faulty, state)
+    assert fault.hits == ["throttle"] * ATTEMPTS
+    case.succeeded(world, state, result)
+
+
+@pytest.mark.parametrize("name", BATCH_CASES)
+def test_a_crash_just_after_a_batch_write_leaves_a_safe_state(world: World, name: str) -> None:
+    case = BATCH_CASES[name]
+    state = case.prepare(world)
+    case.write(world, world.healthy, state)
     case.after_crash(world, state)
