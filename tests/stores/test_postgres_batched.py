@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool
 
 from benchmarks.pg_proxy import RoundTripProxy
 from exactly_once import AcquireStatus, ErrorInfo, Status
+from exactly_once.errors import LockInherited
 from exactly_once.stores.postgres.store import PostgresStore
 from exactly_once.stores.records import (
     AcquireRequest,
@@ -529,3 +530,42 @@ def _locks(answers: list[Acquisition | Exception]) -> list[Lock]:
         assert answer.lock is not None, answer
         locks.append(answer.lock)
     return locks
+
+
+def test_an_inherited_lock_in_a_batch_is_refused_alone(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    """A fork child's copy of a lock raises LockInherited, as `complete` does, in its own
+    place; the batch's other outcome is written."""
+    store = PostgresStore(pg_dsn, clock=clock)
+    keys = [_key(), _key()]
+    mine, parents = _locks(
+        store.acquire_many([AcquireRequest(scope, k, LIVE_MS, "o") for k in keys])
+    )
+    inherited = dataclasses.replace(parents, process="the parent process")
+    answers = store.finish_many([Finish(mine, "r"), Finish(inherited, "r")])
+    assert isinstance(answers[0], WriteResult)
+    assert answers[0].ok
+    assert isinstance(answers[1], LockInherited)
+    records = [store.get(scope, k) for k in keys]
+    assert [r.status if r else None for r in records] == [Status.COMPLETED, Status.IN_PROGRESS]
+
+
+def test_a_batch_larger_than_one_statement_takes_one_round_trip_per_chunk(
+    proxied: tuple[RoundTripProxy, PostgresStore], scope: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exactly_once.stores.postgres import batch_acquire, batch_finish
+
+    monkeypatch.setattr(batch_acquire, "BATCH_ROWS", 3)
+    monkeypatch.setattr(batch_finish, "BATCH_ROWS", 3)
+    proxy, store = proxied
+    keys = [_key() for _ in range(7)]
+    with proxy.counting() as counter:
+        locks = _locks(store.acquire_many([AcquireRequest(scope, k, 30_000, "o") for k in keys]))
+    assert counter.snapshot() == {"acquire": 3}
+    assert [lock.record_id.rsplit("#", 1)[-1] for lock in locks] == keys  # in the call's order
+    with proxy.counting() as counter:
+        written = store.finish_many([Finish(lock, i) for i, lock in enumerate(locks)])
+    assert counter.snapshot() == {"fenced write": 3}
+    assert all(isinstance(w, WriteResult) and w.ok for w in written)
+    assert [r.result if r else None for r in (store.get(scope, k) for k in keys)] == list(range(7))
