@@ -25,6 +25,7 @@ from exactly_once import (
     RecordContext,
     SqsConsumer,
     Status,
+    held_lock,
 )
 from exactly_once import completion as completion_module
 from exactly_once.ledger import record_effect
@@ -341,8 +342,9 @@ class _Always(random.Random):
 def test_completion_retries_are_bounded_without_a_lambda_context(
     make_consumer: MakeConsumer, dynamodb_local: DynamoDBLocal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Counted, not timed: exactly COMPLETE_ATTEMPTS calls of 2 botocore attempts each, then
-    reported failed. (An unbounded loop would hang here until pytest-timeout stops it.)"""
+    """Counted, not timed: the batch's write, then COMPLETE_ATTEMPTS calls of the key's own, of 2
+    botocore attempts each, then reported failed. (An unbounded loop would hang here until
+    pytest-timeout stops it.)"""
     client = make_ddb_client(dynamodb_local.endpoint, max_attempts=2)
     throttled: list[str] = []
 
@@ -357,4 +359,8 @@ def test_completion_retries_are_bounded_without_a_lambda_context(
     response = consumer(event(record), None)  # no Lambda context: no deadline to stop it
     assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
     assert outcomes(consumer) == [Outcome.ERROR]
-    assert throttled == ["UpdateItem"] * (2 * completion_module.COMPLETE_ATTEMPTS)
+    # The batch's gathered write, then the key's own: the store's fallback for the key, and
+    # the lock's AFTER_BATCH more (each of botocore's 2 attempts).
+    single = 2 * (1 + held_lock.AFTER_BATCH)
+    assert single == 2 * completion_module.COMPLETE_ATTEMPTS
+    assert throttled == ["BatchExecuteStatement"] * 2 + ["UpdateItem"] * single

@@ -364,7 +364,7 @@ class StatementFault:
 @dataclass
 class Sequenced:
     """Each BatchExecuteStatement attempt in turn: "lost" (applied, reply lost), "throttle"
-    (not applied), "denied" (refused by IAM, not applied), or "pass"."""
+    (not applied), or "pass"."""
 
     kinds: list[str]
     hits: list[str] = field(default_factory=list)
@@ -379,9 +379,6 @@ class Sequenced:
             self.hits.append(kind)
             if kind == "throttle":
                 return throttle_response(str(request.url))
-            if kind == "denied":  # a role without the PartiQL actions: never retried
-                body = b'{"__type": "AccessDeniedException", "message": "not authorized"}'
-                return error_response(str(request.url), 400, body)
             if kind == "lost":
                 session.send(request)
                 return error_response(str(request.url), 500, b'{"__type": "InternalServerError"}')
@@ -620,17 +617,3 @@ def test_an_inherited_lock_is_refused_for_its_key_alone(stores: Stores, scope: s
     assert isinstance(results[0], LockInherited)
     assert written(results[1]).ok
     assert stores.item(scope, "a")[schema.STATUS]["S"] == "IN_PROGRESS"
-
-
-def test_a_role_without_the_partiql_actions_still_acquires_and_finishes_each_key(
-    stores: Stores, scope: str
-) -> None:
-    asks, _ = _mixed_keys(stores, scope)
-    Sequenced(["denied"] * 3).install(stores.batched.client)
-    answers = stores.batched.acquire_many(asks)
-    _held_by_answers(stores, scope, [a.key for a in asks], answers)
-    assert stores.sent == Counter({BATCH: 1, "UpdateItem": len(asks)})
-    locks = [acquired(a).lock for a in answers]
-    results = stores.batched.finish_many([Finish(lock, "done") for lock in locks if lock])
-    assert [written(r).status for r in results] == [WriteStatus.OK] * len(asks)
-    assert stores.sent == Counter({BATCH: 2, "UpdateItem": 2 * len(asks)})
