@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -164,8 +164,10 @@ def test_a_stopped_fifo_group_frees_the_keys_it_never_ran_at_once(
     ]
     for skipped in (f"{uid}-3", f"{uid}-4"):
         record = store.get(scope, skipped)
-        assert record is not None and record.status is Status.FAILED
-        assert record.error is not None and record.error.retryable
+        assert record is not None
+        assert record.status is Status.FAILED
+        assert record.error is not None
+        assert record.error.retryable
         assert record.error.type == "Released"
 
     ran.clear()
@@ -191,7 +193,8 @@ def test_without_the_release_the_skipped_keys_wait_for_their_lease(
     records = [fifo({"id": f"{uid}-1", "fail": True}, "g"), fifo({"id": f"{uid}-2"}, "g")]
     build(pay)(event(*records), lambda_context())
     record = store.get(scope, f"{uid}-2")
-    assert record is not None and record.status is Status.IN_PROGRESS
+    assert record is not None
+    assert record.status is Status.IN_PROGRESS
 
 
 def test_a_gathered_completion_refused_to_a_zombie_reports_the_record_failed(
@@ -213,7 +216,8 @@ def test_a_gathered_completion_refused_to_a_zombie_reports_the_record_failed(
     assert response == {"batchItemFailures": [{"itemIdentifier": records[1]["messageId"]}]}
     assert [r.outcome for r in handler.last_results] == [Outcome.PROCESSED, Outcome.LEASE_LOST]
     held = store.get(scope, f"{uid}-z")
-    assert held is not None and held.status is Status.IN_PROGRESS
+    assert held is not None
+    assert held.status is Status.IN_PROGRESS
     assert held.lock_token == successor[0].lock.token
 
 
@@ -239,12 +243,14 @@ def test_a_record_deferred_at_the_deadline_frees_its_claimed_key(
     handler(event(*records), Context())
     assert [r.outcome for r in handler.last_results] == [Outcome.PROCESSED, Outcome.DEFERRED]
     record = store.get(scope, f"{uid}-2")
-    assert record is not None and record.status is Status.FAILED
-    assert record.error is not None and record.error.type == "Released"
+    assert record is not None
+    assert record.status is Status.FAILED
+    assert record.error is not None
+    assert record.error.type == "Released"
 
 
 @pytest.fixture
-def uid() -> Iterator[str]:
+def uid() -> str:
     import uuid
 
-    yield uuid.uuid4().hex[:10]
+    return uuid.uuid4().hex[:10]
