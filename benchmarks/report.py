@@ -14,6 +14,13 @@ from benchmarks.memory import BASELINE
 from benchmarks.rig import Variant
 from benchmarks.stores import BACKENDS, Backend, StoreCase, StoreResults
 from benchmarks.targets import CLOSE, Target
+from benchmarks.throughput import Arm, ThroughputResult
+from benchmarks.walltime import LIMIT_ROUND_TRIPS
+
+# The published figure the throughput row is set against (DBOS, "Benchmarking workflow
+# execution scalability on Postgres"): one PostgreSQL server, AWS RDS db.m7i.24xlarge.
+DBOS_WORKFLOWS_PER_S = 43_000
+DBOS_VCPUS = 96
 
 LAYER, POWERTOOLS = Variant.LAYER, Variant.POWERTOOLS
 
@@ -35,15 +42,32 @@ def _calls(results: Results) -> str:
         layer, powertools = by[(LAYER, case)], by[(POWERTOOLS, case)]
         rows.append(
             [
-                str(case),
-                f"**{layer.per_record('dynamodb'):g}**",
-                layer.breakdown(),
-                f"**{powertools.per_record('dynamodb'):g}**",
-                powertools.breakdown(),
+                f"{layer.records} {case} records",
+                f"**{layer.per_batch('dynamodb')}**",
+                layer.batch_breakdown(),
+                f"**{powertools.per_batch('dynamodb')}**",
+                powertools.batch_breakdown(),
             ]
         )
-    header = ["Record is", "Layer: DynamoDB", "Layer: all calls", "Powertools: DynamoDB"]
-    return _table([*header, "Powertools: all calls"], rows)
+    header = ["One batch of", "Layer: DynamoDB", "Layer: all requests", "Powertools: DynamoDB"]
+    return _table([*header, "Powertools: all requests"], rows)
+
+
+def _limit(results: Results) -> str:
+    io10 = results.wall_result(10, io_bound=True)
+    s, trip = results.settings, results.round_trip_s
+    return (
+        "The layer's I/O-bound batch of 10 is also held against its limit: the slowest of its "
+        f"records' business functions (each run timed, median over the batches: "
+        f"{_ms(io10.limit(0.0))} ms) plus {LIMIT_ROUND_TRIPS} round trips, one to acquire the "
+        f"batch's keys and one to complete them. A round trip is the injected {s.latency_ms:g} ms "
+        f"plus DynamoDB Local's own: the median of a warm, consistent `GetItem` sent alone "
+        f"without the injected latency, measured at the start of this run "
+        f"({_ms(results.dynamodb_round_trip_s)} ms), so {_ms(trip)} ms. Limit: "
+        f"{_ms(io10.limit(trip))} ms; the layer's median batch: {_ms(io10.median(LAYER))} ms, "
+        f"**{io10.over_limit(trip):.2f}x** the limit. (A batched request carries ten keys and "
+        "takes the server longer than one `GetItem`: that is part of what the ratio measures.)"
+    )
 
 
 def _wall(results: Results) -> str:
@@ -83,6 +107,74 @@ def _cpu(results: Results) -> str:
             )
     header = ["Rig", "Consumer", "CPU per record (us, median)", "Samples (us)", "vs Powertools"]
     return _table(header, rows)
+
+
+def _throughput_table(result: ThroughputResult) -> str:
+    rows = []
+    for row in result.rows:
+        per_cpu = row.per_cpu_second
+        share = f"{row.client_cpu_s / row.machine_cpu_s:.0%}" if row.machine_cpu_s else "n/a"
+        rows.append(
+            [
+                str(row.arm),
+                f"{row.records:,}",
+                str(row.processes),
+                f"{row.seconds:.1f}",
+                f"**{row.rate:,.0f}**",
+                f"{row.rate / result.cores:,.0f}",
+                "n/a" if per_cpu is None else f"{per_cpu:,.0f}",
+                share,
+            ]
+        )
+    header = ["Consumer and store", "Records", "Processes", "Seconds", "Records/s"]
+    header += ["Records/s per core", "Records per busy CPU-second", "Clients' share of the CPU"]
+    return _table(header, rows)
+
+
+def _throughput(results: Results) -> str:
+    result = results.throughput
+    if result is None:
+        return ""
+    processes = result.rows[0].processes if result.rows else 0
+    records = result.rows[0].records if result.rows else 0
+    dbos_per_vcpu = DBOS_WORKFLOWS_PER_S / DBOS_VCPUS
+    layer_rows = [r for r in result.rows if r.arm is not Arm.POWERTOOLS]
+    best = max(layer_rows, key=lambda r: r.rate) if layer_rows else None
+    comparison = ""
+    if best is not None:
+        per_core = best.rate / result.cores
+        comparison = (
+            f"Here the best of the layer's rows, {best.arm}, ran {best.rate:,.0f} records/s on "
+            f"{result.cores} cores: {per_core:,.0f} per core, "
+            f"{per_core / dbos_per_vcpu:.1f}x their figure per vCPU."
+        )
+    return f"""
+## Throughput at saturation
+
+{processes} worker processes at once ({processes / result.cores:g} per core; each a separate
+"execution environment" with its own consumer, `benchmarks/throughput_worker.py`) run batches
+of 10 new, CPU-trivial records back to back until {records:,} records are done, each row on
+its own, without the injected latency: nothing waits but the machine. Each worker
+builds its consumer and runs 3 warm-up batches first; then all start together, and the time
+runs until the last is done. The layer on PostgreSQL talks to the server directly (no counting
+proxy). Busy CPU is the whole machine's over that window (`/proc/stat`: the workers, DynamoDB
+Local or PostgreSQL, and anything else that ran), the clients' share is the workers' own CPU
+time in it. Every record is checked: its business function ran once, and no record failed.
+
+{_throughput_table(result)}
+
+How this compares with a Postgres-backed durable-execution engine: DBOS reports about
+{DBOS_WORKFLOWS_PER_S:,} workflows/s on one PostgreSQL server with {DBOS_VCPUS} vCPUs (AWS RDS
+db.m7i.24xlarge), about {dbos_per_vcpu:,.0f} workflows/s per database vCPU. {comparison} The two
+are not like for like. The work differs: a DBOS workflow writes its input, its outcome and each
+step's outcome, while a record here is one acquire and one completion, batched ten keys to a
+request. The setting differs: their server is durable (fsync on, provisioned io2 storage) and
+serves clients on other machines, so its vCPUs are the database's alone; here the servers are
+local (DynamoDB Local keeps its tables in memory, PostgreSQL runs with fsync off, over
+loopback) and share this machine's {result.cores} cores with the client processes, which use
+the share of the CPU shown above. The hardware differs too. Read it as an order of magnitude
+only.
+"""
 
 
 def _api_calls(results: Results) -> str:
@@ -140,14 +232,14 @@ def _store_trips(stores: StoreResults) -> str:
         postgres = stores.trips(Backend.POSTGRES, case)
         rows.append(
             [
-                str(case),
-                f"**{dynamodb.per_record():g}**",
-                dynamodb.breakdown(),
-                f"**{postgres.per_record():g}**",
-                postgres.breakdown(),
+                f"{dynamodb.records} records, {case}",
+                f"**{dynamodb.per_batch()}**",
+                dynamodb.batch_breakdown(),
+                f"**{postgres.per_batch()}**",
+                postgres.batch_breakdown(),
             ]
         )
-    header = ["Record is", "DynamoDB: round trips", "DynamoDB: API calls"]
+    header = ["One batch of", "DynamoDB: round trips", "DynamoDB: API calls"]
     return _table([*header, "PostgreSQL: round trips", "PostgreSQL: statements"], rows)
 
 
@@ -186,7 +278,9 @@ side in one run. A new key is acquired and completed; a duplicate is the same ba
 again; "new key + effect" also writes one ledger entry with `exactly_once.ledger.record_effect`:
 on DynamoDB a `TransactWriteItems` fenced on the lock, on PostgreSQL an `INSERT` in
 `ctx.transaction`, which commits with the fenced completion. Each path is checked: the business
-function runs once per new key and never for a duplicate, and no record fails.
+function runs once per new key and never for a duplicate, and no record fails; and the effect
+ledger is counted before and after the effect batch, which must leave one committed entry per
+record (a target).
 
 Round trips: for DynamoDB, API calls (the botocore hook above; each is one HTTP request). For
 PostgreSQL, client flights on the wire, counted by a loopback TCP proxy in front of the server
@@ -197,7 +291,7 @@ sends on its own: psycopg's `BEGIN` before the first statement of a transaction,
 statement it prepares. Connection start-ups are not counted (nor are DynamoDB's TCP
 connections). Before counting, the PostgreSQL consumers ran until a whole round opened no
 connection and prepared no statement ({stores.warmup_rounds} rounds); while counting and
-timing, {opened}. {stores.records} records per row.
+timing, {opened}. One batch of {stores.records} records per row.
 
 {_store_trips(stores)}
 
@@ -217,16 +311,18 @@ layer's own work.
 
 def _effect_cost(stores: StoreResults) -> str:
     extra = {
-        b: stores.trips(b, StoreCase.EFFECT).per_record()
-        - stores.trips(b, StoreCase.NEW).per_record()
+        b: stores.trips(b, StoreCase.EFFECT).per_batch()
+        - stores.trips(b, StoreCase.NEW).per_batch()
         for b in BACKENDS
     }
+    records = stores.trips(Backend.DYNAMODB, StoreCase.EFFECT).records
     return (
-        f"The effect adds {extra[Backend.DYNAMODB]:g} round trip(s) per record on DynamoDB and "
-        f"{extra[Backend.POSTGRES]:g} on PostgreSQL. On DynamoDB it is the transaction (the "
-        "completion stays an `UpdateItem`); on PostgreSQL the `BEGIN` psycopg sends for the "
-        "transaction and the `INSERT`, each a round trip of its own (the completion becomes an "
-        "`UPDATE` inside the transaction, sent with its `COMMIT` in one round trip)."
+        f"The effect adds {extra[Backend.DYNAMODB]} round trip(s) to a batch of {records} on "
+        f"DynamoDB and {extra[Backend.POSTGRES]} on PostgreSQL. On DynamoDB it is each record's "
+        "`TransactWriteItems` (the completions stay in the batch's one request); on PostgreSQL "
+        "each record's `BEGIN` (psycopg sends it for the transaction) and `INSERT`, and its "
+        "completion, which leaves the batch: an `UPDATE` inside the record's own transaction, "
+        "sent with its `COMMIT` in one round trip, so the effect commits with it."
     )
 
 
@@ -247,6 +343,11 @@ def _imports(results: Results) -> str:
     header = ["What is imported", "CPU (ms)", "vs bare boto3", "Wall (ms)", "vs bare boto3"]
     header += ["Fastest wall (ms)", "vs bare boto3"]
     return _table(header, rows)
+
+
+def _compiled(results: Results) -> str:
+    counts = results.imports.compiled
+    return ", ".join(f"{n} for {case.split(':', 1)[-1].strip()}" for case, n in counts.items())
 
 
 def _room(path: str) -> str:
@@ -329,12 +430,21 @@ def _targets(targets: list[Target]) -> str:
     return table
 
 
-def render(results: Results, targets: list[Target], chart_name: str) -> str:
+LOADED = """
+> **Measured on a loaded machine** (1-minute load average above 1 at the start or the end, see
+> Setup): written beside the committed report instead of over it. Run `make bench` again when
+> the machine is quiet.
+"""
+
+
+def render(
+    results: Results, targets: list[Target], chart_name: str, *, loaded: bool = False
+) -> str:
     s = results.settings
     env = _table(["", ""], [[k, v] for k, v in results.environment.items()])
     verdict = "All targets met." if all(t.passed for t in targets) else "**Targets missed.**"
     return f"""# Benchmarks: this layer vs Powertools
-
+{LOADED if loaded else ""}
 Generated by `make bench` (`python -m benchmarks.run --full`); do not edit by hand. The same SQS
 batches go through two consumers in one process, interleaved (layer, Powertools, layer, ...),
 against the same DynamoDB Local:
@@ -365,18 +475,20 @@ Local's own time, to model an in-region round trip. Figures are medians.
 
 {env}
 
-## API calls per record
+## API requests per batch
 
-Counted with a botocore `before-call` hook (one per API call, retries excluded). New records are
-fresh business ids; duplicates are the same batch delivered again; in-progress records are held
-by another consumer instance that is blocked inside the business function. Each path is checked,
-not assumed: the business function runs once per new record, never for a duplicate, and an
-in-progress record is reported in `batchItemFailures` so SQS delivers it again.
+Counted with a botocore `before-call` hook (one per API call, retries excluded), for one batch
+(one invocation) of each kind. New records are fresh business ids; duplicates are the same
+batch delivered again; in-progress records are held by other consumer instances, each blocked
+inside the business function. Each path is checked, not assumed: the business function runs
+once per new record, never for a duplicate, and an in-progress record is reported in
+`batchItemFailures` so SQS delivers it again.
 
 {_calls(results)}
 
-The layer's extra SQS call for an in-progress record hides the message until the holder's lease
-ends, so the redelivery does not come back (and burn a receive) while the holder still works.
+The layer's SQS requests for in-progress records (`ChangeMessageVisibility`, one per record)
+hide each message until its holder's lease ends, so the redelivery does not come back (and burn
+a receive) while the holder still works; the target counts them.
 
 ## Wall time per batch
 
@@ -384,6 +496,8 @@ New records only, so every record locks, runs and completes. The I/O-bound busin
 sleeps {s.io_ms:g} ms (a downstream call); the CPU-trivial one returns at once.
 
 {_wall(results)}
+
+{_limit(results)}
 
 ## CPU per record
 
@@ -394,13 +508,13 @@ request building, signing and response parsing, which is most of it. It does not
 Local (a separate Java process) nor the injected latency (a sleep). The target is checked on
 the rig as specified, with the latency. The other rows are there because the ratio moves with
 the conditions. Without the latency nothing waits, so the layer's ten threads are always
-runnable and contend for the GIL. The layer with concurrency=1 (a diagnostic, not its default)
-shows its per-record work without the thread pool. Read a ratio near 1 as a tie: both
-consumers make the same two DynamoDB calls per new record, and botocore's request building,
-signing and response parsing dominate both.
+runnable and contend for the GIL; that ratio is a target of its own. The layer with
+concurrency=1 (a diagnostic, not its default, when measured) shows its per-record work without
+the thread pool. botocore's request building, signing and response parsing is most of either
+consumer's CPU, so the requests per batch above drive these ratios.
 
 {_cpu(results)}
-
+{_throughput(results)}
 ## HTTP API: calls and overhead per request
 
 The same API Gateway requests (HTTP API payload 2.0, a `POST` with an `Idempotency-Key` header
@@ -437,8 +551,13 @@ authorizer, logs one structured line and emits one EMF metrics document per requ
 {_stores(results)}
 ## Cold-start imports
 
-Each row is a fresh `python -c` process (interpreter start-up excluded), bytecode already
-compiled, {results.imports.runs} interleaved runs, median. The layer imports boto3 lazily, so
+Each row is a fresh `python -c` process (interpreter start-up excluded),
+{results.imports.runs} interleaved runs, median. Every row reads bytecode, the layer's and
+boto3's alike: an untimed first run of each row writes whatever `.pyc` is stale (the layer's
+files, run from its source tree, change more often than boto3's installed ones); then
+`python -v` checks that every module the row loads, from the layer, site-packages and the
+standard library, comes from a `.pyc` ({_compiled(results)}; the benchmark stops otherwise);
+the timed runs write none (`PYTHONDONTWRITEBYTECODE=1`). The layer imports boto3 lazily, so
 "consumer module" alone hides the cost the first invocation pays; "consumer module + import
 boto3" is the honest comparison with a bare `import boto3`. Powertools' module imports boto3 and
 creates its DynamoDB client at import, so compare it with "bare boto3 + DynamoDB client" and

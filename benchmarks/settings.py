@@ -21,7 +21,7 @@ class Settings:
     wall_repetitions_large: int = 5  # batches of 100 (Powertools takes seconds each)
     cpu_batches: int = 30  # batches of 10 per CPU sample
     cpu_repetitions: int = 5
-    cpu_without_latency: bool = True  # also measured, for the report (not a target)
+    cpu_without_latency: bool = True  # also measured, a target of its own when it is
     cpu_one_thread: bool = True  # the layer with concurrency=1 too, as a diagnostic
     import_runs: int = 15
     import_cases: tuple[str, ...] = ALL_CASES
@@ -31,6 +31,11 @@ class Settings:
     api_requests: int = 100  # keys per API timing sample (each: a first request and a replay)
     api_repetitions: int = 7
     store_repetitions: int = 30  # single-record invocations per case, DynamoDB vs PostgreSQL
+    throughput_records: int = 10_000  # new records per arm of the throughput row
+    throughput_processes: int = 4  # worker processes at once: 2 per core on the 2-core bench box
+    # Before reading the load average at start and at end, wait up to this long for the 1-minute
+    # average to fall to 1 (benchmarks/load.py): the bench's own processes hold it near 1.
+    load_settle_s: float = 60.0
 
 
 FULL = Settings(name="full")
@@ -43,7 +48,6 @@ QUICK = Settings(
     wall_repetitions=9,
     cpu_batches=12,
     cpu_repetitions=5,
-    cpu_without_latency=False,
     cpu_one_thread=False,
     import_runs=7,
     import_cases=(BARE, LAYER),
@@ -52,6 +56,8 @@ QUICK = Settings(
     api_requests=30,
     api_repetitions=5,
     store_repetitions=10,
+    throughput_records=1_000,
+    load_settle_s=0.0,
 )
 # tests/bench: every measurement once, so CI proves the pipeline behind the report still runs
 # end to end. Its times are not checked (too few samples, on a shared machine); its call counts are.
@@ -71,6 +77,9 @@ SMOKE = Settings(
     api_requests=1,
     api_repetitions=1,
     store_repetitions=1,
+    throughput_records=40,
+    throughput_processes=2,
+    load_settle_s=0.0,
 )
 
 
