@@ -331,7 +331,8 @@ def test_more_than_25_keys_go_in_calls_of_25(stores: Stores, scope: str) -> None
 class StatementFault:
     """Answers one statement of the next batch with `code`. Unapplied (a throttle), the
     statement is taken out of the request DynamoDB receives; applied (an internal error after
-    the write), the whole batch goes through and only that statement's answer is replaced."""
+    the write), the whole batch goes through and only that statement's answer is replaced.
+    An empty code lets the statement succeed but takes the old item out of its answer."""
 
     position: int
     code: str
@@ -352,7 +353,9 @@ class StatementFault:
                 request.headers["Content-Length"] = str(len(request.body))
             reply = json.loads(session.send(request).content)
             error = {"Error": {"Code": self.code, "Message": "injected by the test"}}
-            if self.applied:
+            if self.code == "":  # a success that does not bring the old item back
+                del reply["Responses"][self.position]["Item"]
+            elif self.applied:
                 reply["Responses"][self.position] = error
             else:
                 reply["Responses"].insert(self.position, error)
@@ -364,7 +367,7 @@ class StatementFault:
 @dataclass
 class Sequenced:
     """Each BatchExecuteStatement attempt in turn: "lost" (applied, reply lost), "throttle"
-    (not applied), or "pass"."""
+    (not applied), "denied" (refused by IAM, not applied), or "pass"."""
 
     kinds: list[str]
     hits: list[str] = field(default_factory=list)
@@ -379,6 +382,9 @@ class Sequenced:
             self.hits.append(kind)
             if kind == "throttle":
                 return throttle_response(str(request.url))
+            if kind == "denied":  # a role without the PartiQL actions: never retried
+                body = b'{"__type": "AccessDeniedException", "message": "not authorized"}'
+                return error_response(str(request.url), 400, body)
             if kind == "lost":
                 session.send(request)
                 return error_response(str(request.url), 500, b'{"__type": "InternalServerError"}')
@@ -490,6 +496,23 @@ def test_a_failed_statement_falls_back_for_its_key_alone(
     if not applied and position == 3:  # the fallback itself took the FAILED record
         assert acquired(answers[3]).retry
     assert stores.sent == Counter({BATCH: 2, "UpdateItem": 1})  # one round for `wrong`
+
+
+def test_an_update_that_brings_no_old_item_back_is_confirmed_by_its_single_call(
+    stores: Stores, scope: str
+) -> None:
+    """Real DynamoDB might not honour RETURNING in a batch: the key's own UpdateItem, with the
+    same token, is refused with the item the batch wrote and reports it ACQUIRED."""
+    asks, (retryable, _) = _mixed_keys(stores, scope)
+    fault = StatementFault(3, "", applied=True)
+    fault.install(stores.batched.client)
+    answers = stores.batched.acquire_many(asks)
+    assert fault.hits == 1
+    _held_by_answers(stores, scope, [a.key for a in asks], answers)
+    lock = acquired(answers[3]).lock
+    assert lock is not None
+    assert (lock.fence, lock.attempt) == (retryable.fence + 1, 2)  # written once, by the batch
+    assert stores.sent == Counter({BATCH: 2, "UpdateItem": 1})
 
 
 def test_a_key_whose_fallback_raises_has_that_error_as_its_answer(
@@ -617,3 +640,17 @@ def test_an_inherited_lock_is_refused_for_its_key_alone(stores: Stores, scope: s
     assert isinstance(results[0], LockInherited)
     assert written(results[1]).ok
     assert stores.item(scope, "a")[schema.STATUS]["S"] == "IN_PROGRESS"
+
+
+def test_a_role_without_the_partiql_actions_still_acquires_and_finishes_each_key(
+    stores: Stores, scope: str
+) -> None:
+    asks, _ = _mixed_keys(stores, scope)
+    Sequenced(["denied"] * 3).install(stores.batched.client)
+    answers = stores.batched.acquire_many(asks)
+    _held_by_answers(stores, scope, [a.key for a in asks], answers)
+    assert stores.sent == Counter({BATCH: 1, "UpdateItem": len(asks)})
+    locks = [acquired(a).lock for a in answers]
+    results = stores.batched.finish_many([Finish(lock, "done") for lock in locks if lock])
+    assert [written(r).status for r in results] == [WriteStatus.OK] * len(asks)
+    assert stores.sent == Counter({BATCH: 2, "UpdateItem": 2 * len(asks)})
