@@ -45,11 +45,22 @@ class CallCounts:
         prefix = f"{service}."
         return sum(n for op, n in self.calls.items() if op.startswith(prefix)) / self.records
 
+    def per_batch(self, service: str | None = None) -> int:
+        """Requests the whole batch of `records` cost (of one service, or of all): each case is
+        one invocation with one batch, so this is what the batch paid."""
+        prefix = f"{service}." if service else ""
+        return sum(n for op, n in self.calls.items() if op.startswith(prefix))
+
     def breakdown(self) -> str:
         """E.g. "PutItem 1 + UpdateItem 1" per record."""
         parts = [
             f"{op.split('.', 1)[1]} {n / self.records:g}" for op, n in sorted(self.calls.items())
         ]
+        return " + ".join(parts) or "none"
+
+    def batch_breakdown(self) -> str:
+        """E.g. "PutItem 10 + UpdateItem 10" for the whole batch."""
+        parts = [f"{op.split('.', 1)[1]} {n}" for op, n in sorted(self.calls.items())]
         return " + ".join(parts) or "none"
 
 

@@ -53,8 +53,8 @@ def _pair(
 
 
 def _calls(ax: Any, results: Results) -> None:
-    by = {(c.variant, c.case): c.per_record("dynamodb") for c in results.calls}
-    sqs = {c.case: c.per_record("sqs") for c in results.calls if c.variant is Variant.LAYER}
+    by = {(c.variant, c.case): c.per_batch("dynamodb") for c in results.calls}
+    sqs = {c.case: c.per_batch("sqs") for c in results.calls if c.variant is Variant.LAYER}
     cases = list(Case)
     layer_bars, _ = _pair(
         ax,
@@ -74,7 +74,7 @@ def _calls(ax: Any, results: Results) -> None:
                 fontsize=8,
                 color=COLOURS[Variant.LAYER],
             )
-    ax.set_title("DynamoDB calls per record")
+    ax.set_title("DynamoDB requests per batch")
     ax.margins(y=0.3)
 
 

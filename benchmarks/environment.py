@@ -60,11 +60,3 @@ def describe_postgres(result: StoreResults, settings: Settings) -> dict[str, str
             "through the counting proxy (medians of SELECT 1)"
         ),
     }
-
-
-def load_average() -> str:
-    """Other work on the machine inflates wall times; the report says how busy it was."""
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "n/a"

@@ -14,16 +14,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-from benchmarks import api, calls, cpu, imports, memory, stores, walltime
+from benchmarks import api, calls, cpu, imports, memory, stores, throughput, walltime
 from benchmarks.api import ApiResults
 from benchmarks.calls import CallCounts
 from benchmarks.cpu import CpuResult
-from benchmarks.environment import describe, describe_postgres, load_average
+from benchmarks.environment import describe, describe_postgres
 from benchmarks.imports import ImportResult
 from benchmarks.memory import MemoryResult
 from benchmarks.rig import VARIANTS, Rig
 from benchmarks.settings import Settings
 from benchmarks.stores import StoreResults
+from benchmarks.throughput import ThroughputResult
 from benchmarks.walltime import WallResult
 from benchmarks.warmup import local_round_trip_s, warm_up
 from local_aws.moto_server import MotoServer
@@ -43,6 +44,15 @@ class Results:
     memory: MemoryResult
     api: ApiResults
     stores: StoreResults | None = None  # DynamoDB vs PostgreSQL, when a server was given
+    # A warm DynamoDB Local GetItem alone, no injected latency (median): with the injected
+    # latency, one round trip of the I/O-bound batch's limit.
+    dynamodb_round_trip_s: float = 0.0
+    throughput: ThroughputResult | None = None
+
+    @property
+    def round_trip_s(self) -> float:
+        """One DynamoDB round trip as the rig models it: the injected latency + the server's."""
+        return self.settings.latency_ms / 1000 + self.dynamodb_round_trip_s
 
     def wall_result(self, batch: int, io_bound: bool) -> WallResult:
         for result in self.wall:
@@ -77,6 +87,7 @@ class _InProcess:
     cpu_no_latency: CpuResult | None
     api: ApiResults
     stores: StoreResults | None
+    throughput: ThroughputResult
 
 
 def _in_process(
@@ -86,6 +97,14 @@ def _in_process(
     warm_up(rig, settings.warmup_s)
     round_trip = local_round_trip_s(rig)
     round_trip_10 = local_round_trip_s(rig, concurrency=10)
+    # First, so that by the end of the run the load average has forgotten the saturated cores.
+    progress(
+        f"throughput: {settings.throughput_records} records per arm, "
+        f"{settings.throughput_processes} processes"
+    )
+    rates = throughput.measure(
+        rig, postgres_dsn, settings.throughput_records, settings.throughput_processes
+    )
     progress("API calls per record")
     counts = [
         c
@@ -130,6 +149,7 @@ def _in_process(
         no_latency,
         ApiResults(api_calls, api_timings),
         store_results,
+        rates,
     )
 
 
@@ -153,7 +173,6 @@ def run(
 ) -> Results:
     """Everything, against DynamoDB Local; with `postgres_dsn` (a migrated database) the layer
     on PostgreSQL too, side by side with DynamoDB."""
-    load_before = load_average()
     with bench_rig(dynamodb_endpoint, settings) as rig:
         with quiet_stdout():
             measured = _in_process(rig, settings, progress, postgres_dsn)
@@ -174,7 +193,6 @@ def run(
     )
     if measured.stores is not None:
         environment.update(describe_postgres(measured.stores, settings))
-    environment["Load average (1 min) at start / end"] = f"{load_before} / {load_average()}"
     return Results(
         settings,
         environment,
@@ -186,4 +204,6 @@ def run(
         memory_result,
         measured.api,
         measured.stores,
+        measured.round_trip_s,
+        measured.throughput,
     )

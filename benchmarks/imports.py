@@ -15,6 +15,13 @@ beside one that also imports the SNS and HTTP rooms eagerly. Each consumer row i
 nothing from a room it should import lazily (exactly_once/http/, sns/, stores/postgres/), and the
 all-rooms row to load the rooms it names, so neither figure can be reported when it is not true.
 
+The plain rows (boto3, the layer from its source tree, Powertools) run with the benchmark's own
+interpreter, compiled alike: a first, untimed run of each case writes the bytecode of whatever is
+stale (the layer's files change more often than boto3's); then `python -v` checks that every
+module each case loads, the layer's, boto3's and the standard library's, comes from a `.pyc`
+(the benchmark stops otherwise); and the timed runs write no bytecode (PYTHONDONTWRITEBYTECODE),
+so none is compiled while the clock runs, for either side.
+
 Both wall and process CPU time are recorded. Imports are CPU-bound (files come from the page
 cache after the first run), so CPU time is what an uncontended cold start pays, and it does not
 swell when other processes share the machine; wall time does.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import statistics
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +153,8 @@ class ImportResult:
     wall: dict[str, list[float]] = field(default_factory=dict)  # seconds
     cpu: dict[str, list[float]] = field(default_factory=dict)
     layer: LayerImportResult | None = None  # measured when the cases include LAYER_BUILDS
+    # case -> the modules it loaded from bytecode, checked before timing (all it loaded)
+    compiled: dict[str, int] = field(default_factory=dict)
 
     @property
     def cases(self) -> list[str]:
@@ -168,20 +178,49 @@ class ImportResult:
 
 
 def time_import(code: str) -> tuple[float, float]:
-    """(wall, CPU) seconds from the first statement to the last; interpreter start-up excluded."""
-    wall, cpu = run_python(["-c", _TIMED.format(code=code)], probe_env()).split()
+    """(wall, CPU) seconds from the first statement to the last; interpreter start-up excluded.
+    No bytecode is written: what the run loads was compiled before (`compiled_modules`)."""
+    done = run_python(["-c", _TIMED.format(code=code)], probe_env(PYTHONDONTWRITEBYTECODE="1"))
+    wall, cpu = done.split()
     return float(wall), float(cpu)
+
+
+def loaded_code(verbose: str) -> list[str]:
+    """The file each module's code came from, read from `python -v`'s stderr: a `.pyc`, or the
+    `.py` it was compiled from there and then."""
+    marker = "# code object from "
+    return [line[len(marker) :].strip("'") for line in verbose.splitlines() if marker in line]
+
+
+def compiled_modules(case: str, code: str) -> int:
+    """How many modules `code` loads, after checking that every one comes from a `.pyc`:
+    otherwise the case would pay for compiling while another reads bytecode."""
+    done = subprocess.run(
+        [sys.executable, "-v", "-c", code],
+        env=probe_env(PYTHONDONTWRITEBYTECODE="1"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{case}: {done.stderr[-2000:]}")
+    files = loaded_code(done.stderr)
+    source = [f for f in files if not f.endswith(".pyc")]
+    if not files or source:
+        raise RuntimeError(f"{case}: compiled from source while timed: {source[:5]}")
+    return len(files)
 
 
 def measure(runs: int, cases: tuple[str, ...] = ALL_CASES) -> ImportResult:
     if BARE not in cases:
         raise ValueError("the bare boto3 import is the reference and must be measured")
     plain = tuple(case for case in cases if case in CASES)
-    for case in plain:
-        time_import(
-            CASES[case]
-        )  # warm the file cache and write bytecode, as a deployed package has
-    result = ImportResult(runs, {c: [] for c in plain}, {c: [] for c in plain})
+    for case in plain:  # warm the file cache and write stale bytecode, as a deployed package has
+        run_python(["-c", CASES[case]], probe_env())
+    compiled = {case: compiled_modules(case, CASES[case]) for case in plain}
+    result = ImportResult(runs, {c: [] for c in plain}, {c: [] for c in plain}, compiled=compiled)
     for _ in range(runs):
         for case in plain:
             wall, cpu = time_import(CASES[case])

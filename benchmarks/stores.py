@@ -18,7 +18,7 @@ import contextlib
 import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -66,6 +66,19 @@ class RoundTrips:
             return counted.get(label, 0) / self.records
         return sum(counted.values()) / self.records
 
+    def per_batch(self, label: str | None = None) -> int:
+        """Round trips of the whole batch of `records` (each case is one batch)."""
+        return round(self.per_record(label) * self.records)
+
+    def batch_breakdown(self) -> str:
+        """E.g. "acquire 1 + fenced write 1" for the whole batch, in the order first seen."""
+        parts = [
+            f"{name.split('.', 1)[-1]} {n}"
+            for name, n in self.trips.items()
+            if name not in (STARTUP, TERMINATE)
+        ]
+        return " + ".join(parts) or "none"
+
     def breakdown(self) -> str:
         """E.g. "acquire 1 + fenced write 1" per record."""
         parts = [  # in the order they were first seen: the order a record makes them
@@ -86,6 +99,9 @@ class StoreResults:
     server_version: str
     records: int = 0
     repetitions: int = 0
+    # Ledger entries the "new key + effect" batch left committed, per backend (one per record
+    # when every effect committed with its record's completion).
+    effects_committed: dict[Backend, int] = field(default_factory=dict)
 
     def trips(self, backend: Backend, case: StoreCase) -> RoundTrips:
         for found in self.round_trips:
@@ -181,9 +197,36 @@ def warm_postgres(consumers: list[tuple[Consumer, CountingWork]], proxy: RoundTr
     raise BenchmarkInvalid(f"PostgreSQL never settled in {most} warm-up rounds: {seen}")
 
 
-def count_round_trips(rig: Rig, pg: PostgresRig, records: int) -> tuple[list[RoundTrips], int, int]:
-    """(round trips per backend and case, PostgreSQL warm-up rounds, connections opened)."""
+def ledger_entries(rig: Rig, pg: PostgresRig, backend: Backend) -> int:
+    """The effect ledger's committed entries on `backend` (its table holds this run's alone)."""
+    if backend is Backend.POSTGRES:
+        import psycopg
+
+        with psycopg.connect(pg.direct_dsn) as conn:
+            row = conn.execute("SELECT count(*) FROM exactly_once.ledger").fetchone()
+        return int(row[0]) if row else 0
+    client = rig.client("dynamodb", latency=False)
+    count, start = 0, None
+    while True:
+        page = client.scan(
+            TableName=rig.ledger_table,
+            Select="COUNT",
+            ConsistentRead=True,
+            **({"ExclusiveStartKey": start} if start else {}),
+        )
+        count += int(page["Count"])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return count
+
+
+def count_round_trips(
+    rig: Rig, pg: PostgresRig, records: int
+) -> tuple[list[RoundTrips], int, int, dict[Backend, int]]:
+    """(round trips per backend and case, PostgreSQL warm-up rounds, connections opened, the
+    ledger entries each backend's effect batch committed)."""
     found: list[RoundTrips] = []
+    committed: dict[Backend, int] = {}
     pg_plain, pg_effect = CountingWork(), CountingWork()
     pg_consumers = {
         False: _consumer(rig, pg, Backend.POSTGRES, pg_plain, effect=False),
@@ -203,6 +246,7 @@ def count_round_trips(rig: Rig, pg: PostgresRig, records: int) -> tuple[list[Rou
                 consumer, work = pg_consumers[effect], pg_effect if effect else pg_plain
             cases = [StoreCase.EFFECT] if effect else [StoreCase.NEW, StoreCase.DUPLICATE]
             batch, runs = new_batch(records), work.runs + records
+            before = ledger_entries(rig, pg, backend) if effect else 0
             for case in cases:
                 counter.reset()
                 with pg.proxy.counting() as wire:
@@ -210,7 +254,9 @@ def count_round_trips(rig: Rig, pg: PostgresRig, records: int) -> tuple[list[Rou
                 trips = counter.snapshot() if backend is Backend.DYNAMODB else wire.snapshot()
                 opened += trips.get(STARTUP, 0) if backend is Backend.POSTGRES else 0
                 found.append(RoundTrips(backend, case, records, trips))
-    return found, rounds, opened
+            if effect:
+                committed[backend] = ledger_entries(rig, pg, backend) - before
+    return found, rounds, opened, committed
 
 
 def measure_latency(
@@ -290,7 +336,7 @@ def server_version(pg: PostgresRig) -> str:
 
 def measure(rig: Rig, server_dsn: str, settings: Settings) -> StoreResults:
     with postgres_rig(server_dsn, settings.latency_ms / 1000) as pg:
-        trips, rounds, opened = count_round_trips(rig, pg, settings.call_records)
+        trips, rounds, opened, committed = count_round_trips(rig, pg, settings.call_records)
         latency, opened_timing = measure_latency(rig, pg, settings.store_repetitions)
         return StoreResults(
             round_trips=trips,
@@ -301,4 +347,5 @@ def measure(rig: Rig, server_dsn: str, settings: Settings) -> StoreResults:
             server_version=server_version(pg),
             records=settings.call_records,
             repetitions=settings.store_repetitions,
+            effects_committed=committed,
         )

@@ -2,7 +2,7 @@
 
 A shared, loaded machine skews timings (a clean run measured 3.78x against a 4x floor), so the
 timing targets are left to `make bench`. What makes the layer faster is checked here exactly:
-the DynamoDB calls each record costs, and that one batch's 10 records run side by side. The HTTP
+the requests each batch costs, and that one batch's 10 records run side by side. The HTTP
 API row is checked the same way: its calls per first request and per replay, for both libraries.
 So is the store row: the round trips per record of the layer on DynamoDB and on PostgreSQL.
 Everything runs against the session's DynamoDB Local and PostgreSQL server.
@@ -22,11 +22,14 @@ from benchmarks.calls import Case
 from benchmarks.concurrency import Overlap, batch_overlap
 from benchmarks.imports import LAYER_ALL_ROOMS, LAYER_BUILDS, LAYER_COMPILED, measure_layer
 from benchmarks.instrument import CallCounter, add_latency
+from benchmarks.load import Load
 from benchmarks.pg_wire import STARTUP, TERMINATE
 from benchmarks.rig import Rig, Variant
+from benchmarks.run import LOADED_EXIT, exit_code, publish
 from benchmarks.settings import SMOKE
 from benchmarks.stores import Backend, StoreCase
-from benchmarks.targets import API_EXPECTED_CALLS, EXPECTED_CALLS, evaluate
+from benchmarks.targets import API_EXPECTED_CALLS, evaluate, expected_batch_calls
+from benchmarks.throughput import ARMS as THROUGHPUT_ARMS
 from local_aws.dynamodb_local import DynamoDBLocal
 
 BATCH = 10  # an SQS batch, and the layer's default concurrency
@@ -45,11 +48,25 @@ def rig(dynamodb_local: DynamoDBLocal) -> Iterator[Rig]:
         yield rig
 
 
-def test_layer_makes_the_target_number_of_dynamodb_calls(results: harness.Results) -> None:
+def test_layer_makes_the_target_number_of_requests_per_batch(results: harness.Results) -> None:
+    """A batch of new records: one DynamoDB request to acquire its keys, one to complete them; a
+    batch of duplicates: the acquire alone; in progress: the acquire, and one SQS deferral per
+    record. Nothing else, and the targets say the same."""
     layer = {c.case: c for c in results.calls if c.variant is Variant.LAYER}
-    assert {case: c.per_record("dynamodb") for case, c in layer.items()} == EXPECTED_CALLS
-    # The in-progress path also defers the message on SQS, once per record.
-    assert layer[Case.IN_PROGRESS].per_record("sqs") == 1
+    assert [c.records for c in layer.values()] == [
+        SMOKE.call_records,
+        SMOKE.call_records,
+        SMOKE.in_progress_records,
+    ]
+    for case, counts in layer.items():
+        want = expected_batch_calls(case, counts.records)
+        assert {s: counts.per_batch(s) for s in want} == want, counts.calls
+        assert counts.per_batch() == sum(want.values()), counts.calls
+    assert expected_batch_calls(Case.NEW, 10) == {"dynamodb": 2}
+    assert expected_batch_calls(Case.DUPLICATE, 10) == {"dynamodb": 1}
+    assert expected_batch_calls(Case.IN_PROGRESS, 10) == {"dynamodb": 1, "sqs": 10}
+    exact = [t for t in evaluate(results) if t.name.startswith("Requests per batch")]
+    assert [t.passed for t in exact] == [True] * len(Case)
 
 
 def test_powertools_calls_are_counted_the_same_way(results: harness.Results) -> None:
@@ -86,13 +103,15 @@ def test_api_overhead_is_measured_for_every_arm(results: harness.Results) -> Non
     assert all(len(s) == SMOKE.api_repetitions for s in timings.samples.values())
 
 
-def test_store_round_trips_per_record_are_exact_on_both_backends(
+def test_store_round_trips_per_batch_are_exact_on_both_backends(
     results: harness.Results,
 ) -> None:
-    """DynamoDB: an UpdateItem to acquire and one to complete, the fenced effect one
-    TransactWriteItems. PostgreSQL: the acquire is one statement, a new key or a duplicate alike;
-    the completion one fenced write; the effect goes in a transaction that psycopg opens with
-    BEGIN and the completion commits in the same round trip."""
+    """DynamoDB: one BatchExecuteStatement to acquire the batch's keys and one to complete them,
+    each fenced effect a TransactWriteItems of its own. PostgreSQL: one statement acquires the
+    batch, a new key or a duplicate alike, and one fenced write completes it; a record whose
+    effect is in its transaction (psycopg opens it with BEGIN) keeps its own completion, sent
+    with its COMMIT in one round trip, so the effect commits with it: every effect is in the
+    ledger afterwards, on both backends."""
     assert results.stores is not None
     records = SMOKE.call_records
     trips = {  # a connection the pool opens meanwhile is no round trip of a record's
@@ -100,23 +119,30 @@ def test_store_round_trips_per_record_are_exact_on_both_backends(
         for t in results.stores.round_trips
     }
     assert trips == {
-        (Backend.DYNAMODB, StoreCase.NEW): {"dynamodb.UpdateItem": 2 * records},
-        (Backend.DYNAMODB, StoreCase.DUPLICATE): {"dynamodb.UpdateItem": records},
+        (Backend.DYNAMODB, StoreCase.NEW): {"dynamodb.BatchExecuteStatement": 2},
+        (Backend.DYNAMODB, StoreCase.DUPLICATE): {"dynamodb.BatchExecuteStatement": 1},
         (Backend.DYNAMODB, StoreCase.EFFECT): {
-            "dynamodb.UpdateItem": 2 * records,
+            "dynamodb.BatchExecuteStatement": 2,
             "dynamodb.TransactWriteItems": records,
         },
-        (Backend.POSTGRES, StoreCase.NEW): {"acquire": records, "fenced write": records},
-        (Backend.POSTGRES, StoreCase.DUPLICATE): {"acquire": records},
+        (Backend.POSTGRES, StoreCase.NEW): {"acquire": 1, "fenced write": 1},
+        (Backend.POSTGRES, StoreCase.DUPLICATE): {"acquire": 1},
         (Backend.POSTGRES, StoreCase.EFFECT): {
-            "acquire": records,
+            "acquire": 1,
             "BEGIN": records,
             "effect INSERT": records,
             "completion + COMMIT": records,
         },
     }
-    pg_acquire = [t for t in evaluate(results) if t.name.startswith("PostgreSQL: acquire")]
-    assert [t.passed for t in pg_acquire] == [True, True]
+    assert results.stores.effects_committed == {
+        Backend.DYNAMODB: records,
+        Backend.POSTGRES: records,
+    }
+    store_targets = [
+        t for t in evaluate(results) if t.name.startswith(("PostgreSQL:", "DynamoDB:"))
+    ]
+    assert len(store_targets) == 4
+    assert all(t.passed for t in store_targets)
 
 
 def test_layer_runs_all_records_of_a_batch_at_once(rig: Rig) -> None:
@@ -140,17 +166,54 @@ def test_report_and_chart_are_written(results: harness.Results, tmp_path: Path) 
     text = report.render(results, targets, "benchmarks.png")
     for target in targets:
         assert target.name in text
-    assert "| new | **2** |" in text
+    assert f"| {SMOKE.call_records} new records | **2** |" in text
+    assert f"| {SMOKE.call_records} duplicate records | **1** |" in text
+    assert "## Throughput at saturation" in text
+    assert "workflows/s per database vCPU" in text
+    assert "Measured on a loaded machine" not in text
     assert "| first request | **2** | UpdateItem 2 | **2** | PutItem 1 + UpdateItem 1 |" in text
     assert "| replay | **1** | UpdateItem 1 | **1** | PutItem 1 |" in text
-    assert "| duplicate | **1** | UpdateItem 1 | **1** | acquire 1 |" in text
-    assert "| new key + effect | **3** | UpdateItem 2 + TransactWriteItems 1 | **4** |" in text
+    assert f"| {SMOKE.call_records} records, duplicate | **1** | BatchExecuteStatement 1 | " in text
     exact = [t for t in targets if t.name.startswith("API: DynamoDB calls")]
     assert len(exact) == len(ApiCase)
     assert all(t.passed for t in exact)
     png = tmp_path / "benchmarks.png"
     chart.draw(results, png)
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_throughput_row_runs_every_arm_over_its_records(results: harness.Results) -> None:
+    """The layer on DynamoDB Local and on PostgreSQL, and Powertools: each ran every record
+    once without a failure (run_arm checks it), over the settings' processes."""
+    assert results.throughput is not None
+    rows = results.throughput.rows
+    assert [r.arm for r in rows] == list(THROUGHPUT_ARMS)
+    assert {(r.records, r.processes) for r in rows} == {
+        (SMOKE.throughput_records, SMOKE.throughput_processes)
+    }
+    assert all(r.client_cpu_s > 0 and r.machine_cpu_s for r in rows)
+
+
+def test_the_committed_report_is_left_alone_when_the_machine_was_loaded(
+    results: harness.Results, tmp_path: Path
+) -> None:
+    committed = tmp_path / "benchmarks.md"
+    committed.write_text("the committed report\n")
+    targets, where = publish(results, tmp_path, Load(1.6, 0.7))
+    assert committed.read_text() == "the committed report\n"
+    assert not (tmp_path / "benchmarks.png").exists()
+    assert where.report == tmp_path / "benchmarks.loaded.md"
+    assert "Measured on a loaded machine" in where.report.read_text()
+    assert "(benchmarks.loaded.png)" in where.report.read_text()
+    assert (tmp_path / "benchmarks.loaded.png").read_bytes().startswith(b"\x89PNG")
+    all_met = [dataclasses.replace(t, passed=True) for t in targets]
+    assert exit_code(all_met, where) == LOADED_EXIT
+    assert exit_code([*all_met[1:], dataclasses.replace(targets[0], passed=False)], where) == 1
+
+    targets, where = publish(results, tmp_path, Load(0.4, 0.7))
+    assert where.report == committed
+    assert "Measured on a loaded machine" not in committed.read_text()
+    assert exit_code(all_met, where) == 0
 
 
 def test_the_built_layer_rows_are_rendered_and_judged(results: harness.Results) -> None:
