@@ -7,12 +7,10 @@ key and fingerprint) is read by identity.py; the state machine it runs on is cla
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from exactly_once import clients, lifecycle, observability
+from exactly_once import observability
 from exactly_once.claims import Claim, ClaimStatus, claim
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, PermanentError
@@ -21,11 +19,11 @@ from exactly_once.lease import owner, remaining_ms
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.context import RecordContext
-from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
 from exactly_once.sqs.gathering import Gathering
 from exactly_once.sqs.identity import identify
 from exactly_once.sqs.keys import KeySpec
-from exactly_once.sqs.messages import SqsMessage, queue_url_from_arn
+from exactly_once.sqs.messages import SqsMessage
+from exactly_once.sqs.reports import Reports
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.records import AcquireRequest, ErrorInfo, StoredRecord, WriteResult
 
@@ -33,10 +31,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 Handler = Callable[[Any, RecordContext], Any]
-MAX_VISIBILITY_S = 43_200
 
 
-class RecordProcessor:
+class RecordProcessor(Reports):
     def __init__(
         self,
         handler: Handler,
@@ -53,13 +50,6 @@ class RecordProcessor:
         self.store = store
         self._sqs = sqs
         self._sqs_generation: int | None = None  # set when fetched here, not given
-
-    @property
-    def sqs(self) -> SQSClient:
-        if self._sqs is None or self._sqs_generation not in (None, lifecycle.generation()):
-            self._sqs = clients.sqs()
-            self._sqs_generation = lifecycle.generation()
-        return self._sqs
 
     def process(
         self,
@@ -369,85 +359,6 @@ class RecordProcessor:
                 "could not record the failure", extra={"message_id": ctx.message_id}
             )
             return None
-
-    def _in_progress(
-        self, message: SqsMessage, key: str, holder: StoredRecord | None
-    ) -> RecordResult:
-        """Hide the message until the holder's lease ends, so retries don't burn receives."""
-        mid, arn, receipt = message.message_id, message.event_source_arn, message.receipt_handle
-        lease_end = holder.lease_expires_at_ms if holder else None
-        if lease_end is not None and holder and holder.expected_by_ms:
-            # A heartbeat lease is short and renewed: hide until the holder's budget ends
-            # (`expected_by`), not once per renewal, which would burn the message's receives.
-            lease_end = max(lease_end, holder.expected_by_ms)
-        if lease_end is not None and receipt and arn:
-            seconds = math.ceil((lease_end - time.time() * 1000) / 1000) + 1
-            try:
-                self.sqs.change_message_visibility(
-                    QueueUrl=queue_url_from_arn(arn, self.sqs.meta.endpoint_url),
-                    ReceiptHandle=receipt,
-                    VisibilityTimeout=max(1, min(seconds, MAX_VISIBILITY_S)),
-                )
-            except Exception as exc:  # best effort: the queue's own timeout still applies
-                observability.logger().warning(
-                    "could not defer an in-progress duplicate",
-                    extra={"message_id": mid, "error": repr(exc)},
-                )
-        return RecordResult(mid, Outcome.IN_PROGRESS, True, key=key, reason="lease held elsewhere")
-
-    def _dead_letter(
-        self,
-        message: SqsMessage,
-        key: str | None,
-        error: ErrorInfo,
-        attempt: int,
-        *,
-        takeover: bool = False,
-        nonce: str | None = None,
-    ) -> RecordResult:
-        mid, reason = message.message_id, f"{error.type}: {error.message}"
-        url = self.config.dead_letter_queue_url
-        if not url:
-            observability.logger().error(
-                "permanent failure but no DEAD_LETTER_QUEUE_URL: reporting it failed instead",
-                extra={"message_id": mid, "key": key, "reason": reason},
-            )
-            return RecordResult(mid, Outcome.ERROR, True, key=key, reason=reason)
-        try:
-            send_to_dead_letter_queue(
-                self.sqs,
-                url,
-                message,
-                error,
-                self.config.scope,
-                attempt,
-                replay_nonce=nonce or None,
-            )
-        except Exception as exc:
-            observability.logger().error(
-                "DLQ send failed: reporting the record failed so it is not lost",
-                extra={"message_id": mid, "key": key, "reason": reason, "error": repr(exc)},
-            )
-            return RecordResult(mid, Outcome.ERROR, True, key=key, reason=f"DLQ send: {exc!r}")
-        observability.logger().warning(
-            "sent to the DLQ", extra={"message_id": mid, "key": key, "reason": reason}
-        )
-        return RecordResult(
-            mid,
-            Outcome.PERMANENT,
-            False,
-            key=key,
-            reason=reason,
-            dead_lettered=True,
-            takeover=takeover,
-        )
-
-    def _infrastructure_error(self, mid: str, key: str, step: str, exc: Exception) -> RecordResult:
-        observability.logger().error(
-            f"{step} failed; the record will be retried",
-            extra={"message_id": mid, "key": key, "error": repr(exc)},
-        )
-        return RecordResult(mid, Outcome.ERROR, True, key=key, reason=f"{step}: {exc!r}")
 
 
 def _attempts(record: StoredRecord | None) -> int:
