@@ -172,6 +172,7 @@ class OnceLock(LockedContext):
                 self._write(lambda: store.fail(lock, error), what, AFTER_BATCH)
         finally:
             self._end_beat()
+            self._discard()  # committed with the outcome, or nothing will commit it now
         self._outcome = Status.COMPLETED if error is None else Status.FAILED
         observability.count_lock_event(FINISHED, self.scope)
 
@@ -225,10 +226,17 @@ class OnceLock(LockedContext):
 
     def abandon(self) -> None:
         """Roll back the open transaction, if any; the entry points call it when the work ends,
-        so one that ended without an outcome (a lease lost) never leaves a connection open."""
+        so one that ended without an outcome (a lease lost) never leaves a connection open.
+        A gathered outcome is still to be written: its beat and its transaction (which a
+        context may have opened through the store, and which commits with the completion)
+        wait for `settle`."""
         self._lent = None
-        if not self._gathered:
-            self._end_beat()
+        if self._gathered:
+            return
+        self._end_beat()
+        self._discard()
+
+    def _discard(self) -> None:
         if self._store is not None and self._lock is not None:
             self._store.discard(self._lock)
 
