@@ -7,12 +7,18 @@ to a subscribed Lambda (one state machine for all three); hand-driven holders th
 apply the effect, complete, fail, extend or die between any two steps (zombies); clock jumps
 past a lease and past the TTL, the TTL sweep, lost replies (the write commits, botocore
 retries it) and throttles past botocore's retries, and replays of dead-lettered messages.
-After every step it checks the invariants:
+Batches (tests/stores/batch_model.py) acquire several keys in one `acquire_many` and finish
+several holders, zombies and finished locks in one `finish_many`, with the reply of the whole
+BatchExecuteStatement lost at random; each key's answer, and every single `acquire`, is held
+to the same prediction from the record before the call. After every step it checks the
+invariants:
 
 - at most one fenced effect per key, and a processed message's effect exists;
 - a key whose record is COMPLETED and live never runs again;
 - a record IN_PROGRESS past its lease is taken by the next delivery (never stuck);
 - the fence strictly increases per key, across takeovers, generations and deletion;
+- no key is granted while another grant's lease lives, whoever asked (every path);
+- a COMPLETED record stays as completed while it lives, and a refused write changes nothing;
 - every message is succeeded, reported failed, or in the DLQ with its reason.
 
 `make test` runs a bounded, derandomised exploration; `make model` a long one
@@ -24,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -41,11 +48,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from exactly_once import completion as completion_module
 from exactly_once.effects import LeaseLost, put_once
 from exactly_once.errors import LockInherited, PermanentError
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sns.messages import from_lambda_record
-from exactly_once.sqs import processor as processor_module
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.context import RecordContext
 from exactly_once.sqs.messages import SqsMessage
@@ -58,6 +65,16 @@ from fault_injection.lost_replies import install_lost_replies
 from fault_injection.throttling import install_throttling
 from local_aws.tables import create_idempotency_table, create_ledger_table
 from tests.conftest import FakeClock, make_ddb_client
+from tests.stores.batch_model import (
+    BATCH_KEYS,
+    BatchLocks,
+    BatchRules,
+    check_acquisition,
+    ddb_raw_many,
+    holders_for,
+    install_lost_batch_replies,
+    predict_acquire,
+)
 from tests.stores.durable_checks import (
     assert_left_for_the_replay,
     assert_resumed,
@@ -104,6 +121,7 @@ class Faults:
 
     lose: int = 0
     throttle: int = 0
+    lose_batch: int = 0  # the next BatchExecuteStatement's reply (batch_model)
     fired: bool = False
 
     def take_lose(self, operation: str) -> bool:
@@ -168,7 +186,7 @@ def _record(body: dict[str, Any], attributes: dict[str, Any] | None = None) -> d
     }
 
 
-class StoreMachine(RuleBasedStateMachine):
+class StoreMachine(BatchRules, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         assert ENV is not None
@@ -179,9 +197,14 @@ class StoreMachine(RuleBasedStateMachine):
         client = make_ddb_client(ENV.endpoint, max_attempts=ATTEMPTS)
         install_throttling(client, 0.5, _ThrottleDraws(self.faults))  # type: ignore[arg-type]
         install_lost_replies(client, self.faults.take_lose)
+        install_lost_batch_replies(client, self.faults)
         self.store = IdempotencyStore(
             ENV.table, client=client, clock=self.clock, record_ttl_s=TTL_S, failed_ttl_s=TTL_S
         )
+        self.live_holders = holders_for(self.clock, self.store)
+        self.batch = BatchLocks()
+        self.completed: dict[str, StoredRecord] = {}
+        self.lease_ms = LEASE_MS
         self.dlq = FakeDeadLetterQueue()
         self.block = False
         self.processor: RecordProcessor | None = None
@@ -239,6 +262,12 @@ class StoreMachine(RuleBasedStateMachine):
             ConsistentRead=True,
         ).get("Item")
         return StoredRecord.from_item(dict(got)) if got else None
+
+    def _raw_record(self, key: str) -> StoredRecord | None:
+        return self._raw(key)
+
+    def _raw_records(self, keys: Sequence[str]) -> dict[str, StoredRecord | None]:
+        return ddb_raw_many(self.env.ddb, self.env.table, self.scope, keys)
 
     def _live(self, record: StoredRecord | None) -> bool:
         return record is not None and not record.is_expired(self.clock())
@@ -340,6 +369,14 @@ class StoreMachine(RuleBasedStateMachine):
         """`hold`, for a durable execution too (`execution`, its resume_id); the acquisition,
         or None when the store could not be reached."""
         before = self._raw(key)
+        expected_answer = predict_acquire(
+            before,
+            int(self.clock() * 1000),
+            fingerprint=None,
+            block_takeover=self.block,
+            replay_nonce=None,
+            resume_id=execution,
+        )
         self.faults.fired = False
         try:
             got = self.store.acquire(
@@ -354,6 +391,8 @@ class StoreMachine(RuleBasedStateMachine):
         except Exception:
             assert self.faults.fired
             return None
+        # the very prediction each key of a batch is held to (batch_model)
+        check_acquisition(got, expected_answer, before, self._raw(key), faulted=self.faults.fired)
         if got.status is AcquireStatus.ACQUIRED:
             assert got.lock is not None
             if self._live(before) and before is not None:
@@ -549,7 +588,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def expires_at_outlives_every_live_lease(self) -> None:
-        for key in KEYS:
+        for key in BATCH_KEYS:
             record = self._raw(key)
             if record is not None and record.status is Status.IN_PROGRESS:
                 assert record.expires_at_s is not None
@@ -566,7 +605,7 @@ def env(dynamodb_local: DynamoDBLocal, ddb: DynamoDBClient, monkeypatch: pytest.
     # is the fake clock, and waiting would only slow the exploration down.
     monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)
     monkeypatch.setattr(
-        processor_module, "time", SimpleNamespace(time=lambda: 0.0, sleep=lambda _: None)
+        completion_module, "time", SimpleNamespace(time=lambda: 0.0, sleep=lambda _: None)
     )
     return Env(dynamodb_local.endpoint, ddb, table, effects)
 
@@ -608,6 +647,8 @@ def test_a_fork_and_a_durable_suspension_the_search_may_take_long_to_reach(env: 
         assert machine.holders[1] is not None  # the replay holds the key again
         machine.at_most_one_effect_per_key()
         machine.expires_at_outlives_every_live_lease()
+        machine.at_most_one_live_holder_per_key()
+        machine.a_completed_record_never_goes_back()
         machine.teardown()
     finally:
         ENV = None

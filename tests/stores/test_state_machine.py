@@ -6,6 +6,10 @@ BaseException), hand-driven holders that acquire, apply the effect, complete, fa
 die between any two steps (zombies) and may name a durable execution that resumes its own lock
 (`resume_id`, from either worker: a replay), clock jumps past a lease and past the expiry, each
 backend's sweep of expired records, lost replies and a database unreachable past the retries.
+Batches (batch_model.py) acquire several keys in one `acquire_many` and finish holders, zombies
+and finished locks in one `finish_many`, with the reply of the whole call lost at random (on
+DynamoDB the BatchExecuteStatement's, on PostgreSQL the batch statement's); each key's answer,
+and every single `acquire`, is held to the same prediction from the record before the call.
 
 The effect is each store's exactly-once way: on DynamoDB a fenced `put_once`; on PostgreSQL an
 insert in `ctx.transaction`, which commits only with the holder's completion. Invariants:
@@ -16,6 +20,8 @@ insert in `ctx.transaction`, which commits only with the holder's completion. In
 - a holder superseded by a newer fence can write nothing (fenced completion, failure, lease);
 - a key whose record is COMPLETED and live never runs again;
 - the fence strictly increases per key; an expired lease never blocks the next delivery;
+- no key is granted while another grant's lease lives, whoever asked (every path);
+- a COMPLETED record stays as completed while it lives, and a refused write changes nothing;
 - every message is succeeded, reported failed, or in the DLQ.
 
 (tests/store/test_model.py explores the DynamoDB store further: SNS shapes and replays.)
@@ -27,6 +33,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -44,18 +51,34 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from exactly_once import completion as completion_module
 from exactly_once.effects import LeaseLost, put_once
 from exactly_once.errors import ConfigurationError, LockInherited, PermanentError
 from exactly_once.outcomes import Outcome
-from exactly_once.sqs import processor as processor_module
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.context import RecordContext
 from exactly_once.sqs.messages import SqsMessage
 from exactly_once.sqs.processor import RecordProcessor
 from exactly_once.stores.protocol import Store
-from exactly_once.stores.records import AcquireStatus, Acquisition, ErrorInfo, Lock, StoredRecord
+from exactly_once.stores.records import (
+    AcquireStatus,
+    Acquisition,
+    ErrorInfo,
+    Finish,
+    Lock,
+    StoredRecord,
+)
 from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
+from tests.stores.batch_model import (
+    BatchLocks,
+    BatchRules,
+    check_acquisition,
+    ddb_raw_many,
+    holders_for,
+    install_lost_batch_replies,
+    predict_acquire,
+)
 from tests.stores.durable_checks import (
     assert_left_for_the_replay,
     assert_resumed,
@@ -79,6 +102,7 @@ class Faults:
 
     lose: int = 0
     unreachable: int = 0
+    lose_batch: int = 0  # the next batch call's reply (batch_model)
     fired: bool = False
 
 
@@ -91,6 +115,10 @@ class Backend(Protocol):
 
     def raw(self, scope: str, key: str) -> StoredRecord | None:
         """The record as stored, expired or not."""
+        ...
+
+    def raw_many(self, scope: str, keys: Sequence[str]) -> dict[str, StoredRecord | None]:
+        """`raw` of several keys, in one request."""
         ...
 
     def apply_effect(self, ctx: RecordContext) -> bool:
@@ -123,7 +151,7 @@ def _record(key: str) -> dict[str, Any]:
     }
 
 
-class StateMachine(RuleBasedStateMachine):
+class StateMachine(BatchRules, RuleBasedStateMachine):
     backend: Backend
 
     def __init__(self) -> None:
@@ -132,6 +160,10 @@ class StateMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.faults = Faults()
         self.store = self.backend.store(self.clock, self.faults)
+        self.live_holders = holders_for(self.clock, self.store)
+        self.batch = BatchLocks()
+        self.completed: dict[str, StoredRecord] = {}
+        self.lease_ms = LEASE_MS
         self.dlq = FakeDeadLetterQueue()
         self.block = False
         self.processor: RecordProcessor | None = None
@@ -189,6 +221,32 @@ class StateMachine(RuleBasedStateMachine):
 
     def _live(self, record: StoredRecord | None) -> bool:
         return record is not None and not record.is_expired(self.clock())
+
+    # -- what the batch rules (batch_model.BatchRules) ask of this model --------------------
+
+    def _raw_record(self, key: str) -> StoredRecord | None:
+        return self.backend.raw(self.scope, key)
+
+    def _raw_records(self, keys: Sequence[str]) -> dict[str, StoredRecord | None]:
+        return self.backend.raw_many(self.scope, keys)
+
+    def _batch_granted(self, key: str, lock: Lock) -> None:
+        self.latest[key] = None  # a batch presents no resume_id
+
+    def _batch_unknown(self, key: str) -> None:
+        self.latest[key] = UNKNOWN
+
+    def _holder_finished(self, worker: int, finish: Finish, answer: Any) -> None:
+        """As `_write` ends: a completion that was written commits the holder's effect."""
+        key, lock = self._held(worker)
+        pending = self.pending_effect.get(worker, False)
+        if isinstance(answer, Exception):
+            if pending and finish.error is None:
+                self.unknown[key].add(lock.fence)
+        elif answer.ok and finish.error is None and pending:
+            self.told[key].add(lock.fence)
+            assert lock.fence in self.backend.effect_fences(self.scope, key), "effect lost"
+        self._abandon(worker)
 
     # -- deliveries ------------------------------------------------------------------------
 
@@ -248,6 +306,14 @@ class StateMachine(RuleBasedStateMachine):
         if self.holders[worker] is not None:
             self._abandon(worker)
         before = self.backend.raw(self.scope, key)
+        expected = predict_acquire(
+            before,
+            int(self.clock() * 1000),
+            fingerprint=None,
+            block_takeover=self.block,
+            replay_nonce=None,
+            resume_id=execution,
+        )
         self.faults.fired = False
         try:
             got = self.store.acquire(
@@ -262,6 +328,9 @@ class StateMachine(RuleBasedStateMachine):
             assert self.faults.fired
             self.latest[key] = UNKNOWN
             return None
+        # the very prediction each key of a batch is held to (batch_model)
+        after = self.backend.raw(self.scope, key)
+        check_acquisition(got, expected, before, after, faulted=self.faults.fired)
         if got.status is AcquireStatus.ACQUIRED:
             assert got.lock is not None
             if self._live(before) and before is not None:
@@ -574,6 +643,7 @@ class DynamoDBBackend(Backend):
 
         install_throttling(client, 0.5, Draws())  # type: ignore[arg-type]
         install_lost_replies(client, lose)
+        install_lost_batch_replies(client, faults)
         return IdempotencyStore(
             self.table, client=client, clock=clock, record_ttl_s=TTL_S, failed_ttl_s=TTL_S
         )
@@ -583,6 +653,9 @@ class DynamoDBBackend(Backend):
             TableName=self.table, Key={"id": {"S": f"{scope}#{key}"}}, ConsistentRead=True
         ).get("Item")
         return StoredRecord.from_item(dict(item)) if item else None
+
+    def raw_many(self, scope: str, keys: Sequence[str]) -> dict[str, StoredRecord | None]:
+        return ddb_raw_many(self.ddb, self.table, scope, keys)
 
     def _item(self, ctx_or_scope: Any, key: str | None = None) -> dict[str, Any]:
         scope = ctx_or_scope if isinstance(ctx_or_scope, str) else ctx_or_scope.scope
@@ -610,6 +683,19 @@ class PostgresBackend(Backend):
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
+        self._conn: Any = None  # the model's own reads: one connection, not one per read
+
+    def _reads(self) -> Any:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
     def store(self, clock: FakeClock, faults: Faults) -> Store:
         from exactly_once.stores.postgres.store import PostgresStore
@@ -624,6 +710,10 @@ class PostgresBackend(Backend):
                 faults.lose -= 1
                 faults.fired = True
                 return "lose"
+            if faults.lose_batch > 0 and kind in {"acquire", "write", "complete"}:
+                faults.lose_batch -= 1  # armed only around a batch call: its statement
+                faults.fired = True
+                return "lose"
             return None
 
         return PostgresStore(
@@ -634,24 +724,29 @@ class PostgresBackend(Backend):
             **faulty_store_pools(self.dsn, decide),
         )
 
-    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        import psycopg
-
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            return conn.execute(sql, params).fetchall()
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self._reads().execute(sql, params).fetchall()
+        return rows
 
     def raw(self, scope: str, key: str) -> StoredRecord | None:
-        import psycopg
-        from psycopg.rows import dict_row
-
         from exactly_once.stores.postgres.rows import COLUMNS, record_from_row
 
-        with psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row) as conn:
-            row = conn.execute(
-                f"SELECT {COLUMNS} FROM exactly_once.records WHERE id = %s",  # noqa: S608
-                (f"{scope}#{key}",),
-            ).fetchone()
-        return record_from_row(row) if row else None
+        rows = self._query(
+            f"SELECT {COLUMNS} FROM exactly_once.records WHERE id = %s",  # noqa: S608
+            (f"{scope}#{key}",),
+        )
+        return record_from_row(rows[0]) if rows else None
+
+    def raw_many(self, scope: str, keys: Sequence[str]) -> dict[str, StoredRecord | None]:
+        from exactly_once.stores.postgres.rows import COLUMNS, record_from_row
+
+        ids = {f"{scope}#{key}": key for key in keys}
+        rows = self._query(
+            f"SELECT {COLUMNS} FROM exactly_once.records WHERE id = ANY(%s)",  # noqa: S608
+            (list(ids),),
+        )
+        found = {ids[row["id"]]: record_from_row(row) for row in rows}
+        return {key: found.get(key) for key in keys}
 
     def apply_effect(self, ctx: RecordContext) -> bool:
         from exactly_once.stores.postgres.ledger import record_effect
@@ -663,7 +758,7 @@ class PostgresBackend(Backend):
             "SELECT fence FROM exactly_once.ledger WHERE pk = %s AND sk = %s",
             (key, f"{scope}#effect"),
         )
-        return {int(row[0]) for row in rows}
+        return {int(row["fence"]) for row in rows}
 
     def sweep(self, scope: str, key: str, now_s: float) -> None:
         from exactly_once.stores.postgres.cleanup import delete_expired
@@ -672,11 +767,11 @@ class PostgresBackend(Backend):
 
 
 @pytest.fixture(params=["dynamodb", "postgres"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Backend:
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
     # Retries wait for nothing: the model's time is the fake clock.
     monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)
     monkeypatch.setattr(
-        processor_module, "time", SimpleNamespace(time=lambda: 0.0, sleep=lambda _: None)
+        completion_module, "time", SimpleNamespace(time=lambda: 0.0, sleep=lambda _: None)
     )
     if request.param == "dynamodb":
         from local_aws.tables import create_idempotency_table, create_ledger_table
@@ -686,7 +781,8 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         table, effects = f"sm-{uuid.uuid4().hex[:8]}", f"sm-effects-{uuid.uuid4().hex[:8]}"
         create_idempotency_table(ddb, table)
         create_ledger_table(ddb, effects)
-        return DynamoDBBackend(endpoint, ddb, table, effects)
+        yield DynamoDBBackend(endpoint, ddb, table, effects)
+        return
     monkeypatch.setattr(
         "exactly_once.stores.postgres.base.time",
         SimpleNamespace(time=time.time, sleep=lambda _: None),
@@ -694,7 +790,9 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     # An effect blocked behind a zombie's open transaction gives up sooner than in production;
     # its own pool (another application_name), so the shorter timeout stays in this test.
     monkeypatch.setenv("IDEMPOTENCY_PG_LOCK_TIMEOUT_MS", "100")
-    return PostgresBackend(request.getfixturevalue("pg_dsn") + " application_name=state-machine")
+    backend = PostgresBackend(request.getfixturevalue("pg_dsn") + " application_name=state-machine")
+    yield backend
+    backend.close()
 
 
 def test_the_store_keeps_its_promises_on_both_backends(backend: Backend) -> None:
@@ -772,4 +870,6 @@ def test_the_resume_scenarios_the_search_may_take_long_to_reach(
             machine._write(step[1], "complete")
         machine.at_most_one_effect_per_key()
         machine.no_effect_without_its_completion()
+        machine.at_most_one_live_holder_per_key()
+        machine.a_completed_record_never_goes_back()
     machine.teardown()
