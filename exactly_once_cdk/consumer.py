@@ -242,6 +242,8 @@ class IdempotentConsumer(Construct):
         cast(lambda_.CfnFunction, self.function.node.default_child).add_metadata(
             names.ENTRY_POINT_METADATA, {"kind": names.KIND_CONSUMER, "id": construct_id}
         )
+        # The consumer alone batches (acquire_many, finish_many): subscribers and APIs do not.
+        table.grant_batches(self.role)
         self._grant_queues()
 
         self.event_source_mapping = lambda_.EventSourceMapping(

@@ -212,6 +212,9 @@ class IdempotencyDatabase(Construct):
             )
         )
 
+    def grant_batches(self, grantee: iam.IGrantable) -> None:
+        """Nothing more: a batch is statements on the same connection `grant_records` allows."""
+
     def grant_pending_query(self, grantee: iam.IGrantable) -> None:
         self.grant_records(grantee)
 

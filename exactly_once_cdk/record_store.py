@@ -35,6 +35,10 @@ class RecordStore(Protocol):
         """What an entry point's function needs: read and write single records."""
         ...
 
+    def grant_batches(self, grantee: iam.IGrantable) -> None:
+        """What a function that batches (the SQS consumer) needs on top of `grant_records`."""
+        ...
+
     def grant_pending_query(self, grantee: iam.IGrantable) -> None:
         """What the monitor needs: list stuck and failed records."""
         ...

@@ -36,6 +36,14 @@ RECORD_ACTIONS = (
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
 )
+# A batch's PartiQL (`acquire_many`, `finish_many`: the SQS consumer's path, nobody else's). IAM
+# authorises a BatchExecuteStatement statement by statement: INSERT for a new key, conditional
+# UPDATE for a seen one and for every completion. No PartiQLSelect or PartiQLDelete: the batch
+# never reads or deletes. Without these the store still works, one call per key.
+BATCH_ACTIONS = (
+    "dynamodb:PartiQLInsert",
+    "dynamodb:PartiQLUpdate",
+)
 
 
 def _defaults(removal_policy: RemovalPolicy) -> dict[str, Any]:
@@ -234,6 +242,15 @@ class IdempotencyTable(_AlarmedTable):
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="IdempotencyRecords", actions=list(RECORD_ACTIONS), resources=[self.table_arn]
+            )
+        )
+
+    def grant_batches(self, grantee: iam.IGrantable) -> None:
+        """What a batching function (the SQS consumer) needs on top of `grant_records`: a
+        batch's PartiQL INSERTs and UPDATEs on the same table."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="IdempotencyBatches", actions=list(BATCH_ACTIONS), resources=[self.table_arn]
             )
         )
 

@@ -18,7 +18,7 @@ from exactly_once import ledger
 from exactly_once.stores import schema
 from exactly_once_cdk.alarms import ONE_EVENT, SUSTAINED
 from exactly_once_cdk.lock_monitor import HEARTBEAT
-from exactly_once_cdk.tables import RECORD_ACTIONS
+from exactly_once_cdk.tables import BATCH_ACTIONS, RECORD_ACTIONS
 from exactly_once_cdk.widgets import EVENT_SOURCE_MAPPING_METRICS, OUTCOME_METRICS
 from infra.checkov_scan import ACKNOWLEDGMENTS, load_acknowledgments
 from infra.consumers import CONSUMERS, ROOT
@@ -119,6 +119,7 @@ def least_privilege(synth: Synth) -> None:
     assert "dynamodb:DeleteItem" not in RECORD_ACTIONS
     by_sid = role_statements(synth, f"{CONSUMERS[0].id}FunctionRole")
     assert sorted(actions(by_sid["IdempotencyRecords"])) == sorted(RECORD_ACTIONS)
+    assert sorted(actions(by_sid["IdempotencyBatches"])) == sorted(BATCH_ACTIONS)
     assert actions(by_sid["LedgerAppend"]) == ["dynamodb:PutItem"]
     monitor = role_statements(synth, "LockMonitorFunctionRole")
     assert actions(monitor["ReadPendingIndex"]) == ["dynamodb:Query"]

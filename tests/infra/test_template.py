@@ -14,7 +14,7 @@ from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.stores import schema
 from exactly_once_cdk.alarms import ONE_EVENT, SUSTAINED, Evaluation
 from exactly_once_cdk.lock_monitor import HEARTBEAT
-from exactly_once_cdk.tables import RECORD_ACTIONS
+from exactly_once_cdk.tables import BATCH_ACTIONS, RECORD_ACTIONS
 from exactly_once_cdk.widgets import EVENT_SOURCE_MAPPING_METRICS, OUTCOME_METRICS
 from infra.apis import APIS
 from infra.consumers import CONSUMERS
@@ -396,6 +396,8 @@ class TestLeastPrivilege:
             "WriteOwnLogs": (["logs:CreateLogStream", "logs:PutLogEvents"], "logs"),
             # No DeleteItem: nothing deletes a record (test_record_actions.py derives the set).
             "IdempotencyRecords": (sorted(RECORD_ACTIONS), "idem"),
+            # A batch's PartiQL INSERTs and UPDATEs: the consumer alone batches.
+            "IdempotencyBatches": (sorted(BATCH_ACTIONS), "idem"),
             "LedgerAppend": (["dynamodb:PutItem"], "ledger"),
             "ConsumeSourceQueue": (
                 [

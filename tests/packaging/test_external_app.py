@@ -380,6 +380,8 @@ def test_function_role_is_least_privilege(default: Resources) -> None:
         "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",  # DeleteItem is never called (tests/infra/test_record_actions.py)
+        "dynamodb:PartiQLInsert",  # a batch's statements (acquire_many, finish_many)
+        "dynamodb:PartiQLUpdate",
         "sqs:ReceiveMessage",
         "sqs:DeleteMessage",
         "sqs:GetQueueAttributes",
