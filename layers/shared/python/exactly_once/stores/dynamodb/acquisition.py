@@ -126,6 +126,7 @@ def _block(table: Table, record: StoredRecord, req: Request) -> Acquisition:
     # mistaken for its own lost reply.
     update = f"{MARK_FAILED}, #nonce = :nonce, #tok = :blocked"
     condition = f"{HOLDS_LOCK} AND #lease < :now_ms"
+    blocked = secrets.token_hex(16)
     try:
         response = table.client.update_item(
             TableName=table.table_name,
@@ -136,7 +137,7 @@ def _block(table: Table, record: StoredRecord, req: Request) -> Acquisition:
             ExpressionAttributeValues={
                 **failure_values(record.record_id, error, req.now_ms / 1000, table.failed_ttl_s),
                 ":nonce": s(secrets.token_hex(16)),
-                ":blocked": s(secrets.token_hex(16)),
+                ":blocked": s(blocked),
                 ":tok": s(record.lock_token or ""),
                 ":ip": s(Status.IN_PROGRESS),
             },
@@ -144,8 +145,14 @@ def _block(table: Table, record: StoredRecord, req: Request) -> Acquisition:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except table.client.exceptions.ConditionalCheckFailedException as changed:
+        item = returned_item(changed)
+        if item is not None and item.get(schema.LOCK_TOKEN, {}).get("S") == blocked:
+            # Our own block committed and its reply was lost; botocore's retry met it.
+            return Acquisition(
+                AcquireStatus.FAILED_PERMANENTLY, record=StoredRecord.from_item(item)
+            )
         # The old holder finished (or someone else moved it) in between: report that state.
-        return refused(table, returned_item(changed), replace(req, block_takeover=False), 0)
+        return refused(table, item, replace(req, block_takeover=False), 0)
     return Acquisition(
         AcquireStatus.FAILED_PERMANENTLY,
         record=StoredRecord.from_item(dict(response["Attributes"])),

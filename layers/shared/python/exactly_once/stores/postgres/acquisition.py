@@ -228,5 +228,8 @@ class Acquiring(StoreBase):
         if read is None:
             return Acquisition(AcquireStatus.IN_PROGRESS)  # gone: the next delivery takes it
         current, now_ms = read
+        if current.lock_token == params["blocked"]:
+            # Our own block committed and its reply was lost; the reconnect's retry met it.
+            return Acquisition(AcquireStatus.FAILED_PERMANENTLY, record=current)
         verdict = self._refused(current, replace(req, block_takeover=False), now_ms)
         return verdict or Acquisition(AcquireStatus.IN_PROGRESS, record=current)
