@@ -19,7 +19,7 @@ from exactly_once import durable, heartbeat, observability
 from exactly_once.completion import COMPLETE_ATTEMPTS, write_durably
 from exactly_once.context import LockedContext
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import CommitFailed, ConfigurationError, PermanentError
+from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError, PermanentError
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.records import ErrorInfo, Finish, Lock, WriteResult
 from exactly_once.stores.schema import Status
@@ -166,6 +166,11 @@ class OnceLock(LockedContext):
         try:
             if not isinstance(answer, Exception):
                 self._checked(answer, what)
+            elif isinstance(answer, CommitFailed | CommitUnknown):
+                # The completion carried a transaction that did not (or may not) commit: a
+                # bare retry would record work whose writes are gone. As `succeed` raises it.
+                self._succeeding = not isinstance(answer, CommitFailed)  # failing is safe again
+                raise answer
             elif error is None:  # the batch's write was the first of COMPLETE_ATTEMPTS
                 self._write(lambda: store.complete(lock, finish.result), what, AFTER_BATCH)
             else:
