@@ -91,14 +91,31 @@ def _run_wave(
     def process(message: SqsMessage) -> RecordResult:
         return processor.process(message, context, margin_ms, claims.pop(id(message), None), gather)
 
-    results = run_chains(batch, chain_of, process, processor.config.concurrency, why, stopped)
-    for left in claims.values():  # skipped after its chain failed: free the key now
-        if isinstance(left, Claim) and left.acquired:
-            gather.release(left.lock, UNUSED)
-    settled = gather.write(processor.store)
-    return [
+    try:
+        results = run_chains(batch, chain_of, process, processor.config.concurrency, why, stopped)
+    except BaseException:  # KeyboardInterrupt goes on, after what ran is written
+        _write(processor, claims, gather)
+        raise
+    settled = _write(processor, claims, gather)
+    final = [
         settled.get(id(message), result) for message, result in zip(batch, results, strict=True)
     ]
+    for message, result in zip(batch, final, strict=True):
+        chain = chain_of(message)
+        if result.report_failure and chain is not None:
+            stopped.add(chain)  # a completion that failed stops its chain as a run's failure
+    return final
+
+
+def _write(
+    processor: RecordProcessor, claims: dict[int, Claim | Exception], gather: Gathering
+) -> dict[int, RecordResult]:
+    """The wave's gathered outcomes, with the release of the claims no record used (skipped
+    after its chain failed, or never reached): one `finish_many`."""
+    for left in claims.values():
+        if isinstance(left, Claim) and left.acquired:
+            gather.release(left.lock, UNUSED)
+    return gather.write(processor.store)
 
 
 def _claim_wave(
@@ -125,13 +142,16 @@ def _claim_wave(
             asked.append((message, request))
     if not asked:
         return {}
-    answers = claim_many(
-        processor.store,
-        [request for _, request in asked],
-        lambda_context=context,
-        reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
-        heartbeat_ms=processor.config.lease.heartbeat_ms,
-    )
+    try:
+        answers: list[Claim | Exception] = claim_many(
+            processor.store,
+            [request for _, request in asked],
+            lambda_context=context,
+            reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
+            heartbeat_ms=processor.config.lease.heartbeat_ms,
+        )
+    except Exception as exc:  # the whole call failed: each record reports it, none raises
+        answers = [exc] * len(asked)
     for _, request in asked:
         recent_keys.remember(request.scope, request.key)
     return {id(message): answer for (message, _), answer in zip(asked, answers, strict=True)}
