@@ -4,14 +4,15 @@ a store whose batched acquire raises whole). DynamoDB Local and moto's SQS, no t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from exactly_once import Outcome, RecordContext, SqsConsumer
+from exactly_once import LeasePolicy, Outcome, RecordContext, SqsConsumer
 from exactly_once.stores.dynamodb.store import IdempotencyStore
-from exactly_once.stores.records import AcquireRequest, Acquisition
+from exactly_once.stores.records import AcquireRequest, AcquireStatus, Acquisition
 from exactly_once.stores.schema import Status
 from tests.consumer.conftest import event, lambda_context, sqs_record
 from tests.consumer.test_waves import build, client, fifo, store, uid
@@ -97,3 +98,30 @@ def test_a_batched_acquire_that_raises_whole_is_reported_per_record_not_raised(
     assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in records]}
     assert {r.outcome for r in handler.last_results} == {Outcome.ERROR}
     assert ran == []
+
+
+def test_a_record_whose_lease_ends_before_the_invocation_completes_at_once_not_gathered(
+    build: Any, store: IdempotencyStore, scope: str, uid: str
+) -> None:
+    """A lease capped below the invocation (LeasePolicy.max_ms, no heartbeat) covers each
+    record's own work, not the wave's slowest record: a completion gathered behind a slower
+    record could outlive it, and a duplicate delivery would then take the key over and run
+    the work again. So such a record completes as it finishes, as on the per-record path.
+    The slower record's handler stands in for that duplicate delivery, with a clock past the
+    first record's lease (no waiting)."""
+    later: list[Any] = []
+
+    def pay(body: Any, ctx: RecordContext) -> None:
+        if body["id"].endswith("-slow"):
+            past = IdempotencyStore(  # past the 10 s lease, within the record's TTL
+                store.table_name, client=store.client, clock=lambda: time.time() + 60
+            )
+            later.append(past.acquire(scope, f"{uid}-quick", lease_ms=60_000, owner="dup"))
+
+    handler: SqsConsumer = build(
+        pay, concurrency=1, lease=LeasePolicy(max_ms=10_000, heartbeat_ms=None)
+    )
+    records = [sqs_record({"id": f"{uid}-quick"}), sqs_record({"id": f"{uid}-slow"})]
+    assert handler(event(*records), lambda_context(timeout_ms=60_000)) == {"batchItemFailures": []}
+    assert later[0].status is AcquireStatus.ALREADY_COMPLETED  # not taken over and run again
+    assert [r.outcome for r in handler.last_results] == [Outcome.PROCESSED, Outcome.PROCESSED]

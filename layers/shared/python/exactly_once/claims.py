@@ -245,7 +245,8 @@ class _Holding:
                 durable_execution=self.durable_execution,
             ),
         )
+        until = self.started + lease_ms / 1000  # the lease, or the beat's bound
+        claimed.lock.held_until = until
         if beat_ms is not None:
-            until = self.started + lease_ms / 1000
             claimed.lock.hold_with(heartbeat.hold(self.store, acquisition.lock, beat_ms, until))
         return claimed

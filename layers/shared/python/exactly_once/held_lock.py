@@ -70,6 +70,9 @@ class OnceLock(LockedContext):
         self._lent: Any = None  # the transaction `transaction` lent, until an outcome ends it
         self._beat: heartbeat.Beat | None = None  # renews a short lease (heartbeat.py)
         self._gathered = False  # its completion waits in a batch's write (`gathered`)
+        # time.monotonic() until which the key stays this holder's, by its lease or its beat
+        # (claims.py sets it; None: not known). A batch gathers a completion only if it lasts.
+        self.held_until: float | None = None
 
     def __repr__(self) -> str:
         return (

@@ -7,6 +7,8 @@ key and fingerprint) is read by identity.py; the state machine it runs on is cla
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -270,7 +272,11 @@ class RecordProcessor(Reports):
         result is this record's until the batch's write answers (`Gathering.write`)."""
         # A FIFO record whose renewal was refused completes now: its LeaseLost must stop its
         # group before the group's next message runs.
-        if gather is None or (ctx.message.is_fifo and lock.heartbeat_lost):
+        if (
+            gather is None
+            or (ctx.message.is_fifo and lock.heartbeat_lost)
+            or self._lapses_in_the_batch(lock, ctx.lambda_context)
+        ):
             return self._settled(ctx, lock, takeover, lambda: lock.succeed(result))
         finish = lock.gathered(result)
         if finish is None:  # a lent transaction commits with its own completion
@@ -281,6 +287,17 @@ class RecordProcessor(Reports):
 
         gather.add(id(ctx.message), lock, finish, settle)
         return self._processed(ctx, takeover)
+
+    def _lapses_in_the_batch(self, lock: OnceLock, context: Any) -> bool:
+        """The lock may lapse before the invocation ends (a lease capped below it: LeasePolicy
+        `max_ms` or `override_ms`): its completion must not wait for the wave's slowest
+        record, or a duplicate delivery could take the key over and run the work again."""
+        if lock.held_until is None:
+            return False
+        left = remaining_ms(context)
+        if math.isinf(left):  # no Lambda context: the time the lease policy assumes
+            left = self.config.lease.default_ms
+        return lock.held_until < time.monotonic() + left / 1000
 
     def _processed(self, ctx: RecordContext, takeover: bool) -> RecordResult:
         return RecordResult(
