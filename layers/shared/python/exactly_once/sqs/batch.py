@@ -91,15 +91,6 @@ def run_chains(
     return [r for r in results if r is not None]
 
 
-def run_batch(
-    messages: list[SqsMessage], process: ProcessOne, concurrency: int, key_of: ChainOf
-) -> list[RecordResult]:
-    """FIFO by the queue's ARN (`is_fifo`): a fair queue's records carry a MessageGroupId
-    too, but their groups promise no order, so they chain by key like any standard queue's."""
-    chain_of, why = chaining(messages, key_of)
-    return run_chains(messages, chain_of, process, concurrency, why)
-
-
 def chaining(messages: list[SqsMessage], key_of: ChainOf) -> tuple[ChainOf, str]:
     """How a batch's records chain (FIFO: by group; else by key), and why a skip happens."""
     if any(message.is_fifo for message in messages):
