@@ -7,9 +7,9 @@ Every entry point runs on one state machine, the general-purpose lock (`once`, `
 The folders say where things are: the lock and its lease at the top (`once_lock`, `claims`,
 `held_lock`, `once_block`, `lease`, `heartbeat`, `effects`, `ledger`), the stores in `stores/`
 (the protocol, `dynamodb/`, `postgres/`, the codec and the record shapes), and one room per
-entry point: `sqs/`, `sns/`, `http/`. The SNS and HTTP names load on first use, and the
-PostgreSQL store only when a DSN selects it, so a queue consumer's cold start never imports
-them.
+entry point: `sqs/`, `sns/`, `http/`. The SNS and HTTP names load on first use, as do `once`,
+`begin` and `OnceBlock`, and the PostgreSQL store only when a DSN selects it, so a queue
+consumer's cold start never imports them.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, ConfigurationError, LockInherited, PermanentError
 from exactly_once.held_lock import OnceLock
 from exactly_once.lease import LeasePolicy
-from exactly_once.once_block import OnceBlock
-from exactly_once.once_lock import begin, once
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.consumer import SqsConsumer, sqs_consumer
 from exactly_once.sqs.context import RecordContext
@@ -50,6 +48,9 @@ if TYPE_CHECKING:
     from exactly_once.http.context import RequestContext as RequestContext
     from exactly_once.http.request import HttpRequest as HttpRequest
     from exactly_once.http.response import HttpResponse as HttpResponse
+    from exactly_once.once_block import OnceBlock as OnceBlock
+    from exactly_once.once_lock import begin as begin
+    from exactly_once.once_lock import once as once
     from exactly_once.sns.context import NotificationContext as NotificationContext
     from exactly_once.sns.subscriber import DeliveryFailed as DeliveryFailed
     from exactly_once.sns.subscriber import SnsSubscriber as SnsSubscriber
@@ -68,6 +69,11 @@ _LAZY = {
     "RequestContext": "http.context",
     "idempotent_api": "http.api",
     "PostgresStore": "stores.postgres.store",
+    # `once` and `begin` resolve their store from settings when called; a queue consumer, an
+    # SNS subscriber or an API never calls them, so their modules load on first use too.
+    "OnceBlock": "once_block",
+    "begin": "once_lock",
+    "once": "once_lock",
 }
 
 __all__ = [

@@ -205,16 +205,27 @@ def claim_many(
     ]
 
 
-@dataclass(frozen=True)
 class _Holding:
     """What turns an acquisition into a `Claim`: the lock's store, its invocation, and when
-    the acquire started (a heartbeat's long lease counts from then)."""
+    the acquire started (a heartbeat's long lease counts from then). A plain class: a frozen
+    dataclass compiles six generated methods at import (~0.8 ms of a cold start) that nothing
+    here uses."""
 
-    store: Store
-    lambda_context: Any
-    reserve_ms: float
-    durable_execution: str | None
-    started: float
+    __slots__ = ("durable_execution", "lambda_context", "reserve_ms", "started", "store")
+
+    def __init__(
+        self,
+        store: Store,
+        lambda_context: Any,
+        reserve_ms: float,
+        durable_execution: str | None,
+        started: float,
+    ) -> None:
+        self.store = store
+        self.lambda_context = lambda_context
+        self.reserve_ms = reserve_ms
+        self.durable_execution = durable_execution
+        self.started = started
 
     def claim(
         self,

