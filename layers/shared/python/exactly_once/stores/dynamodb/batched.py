@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from exactly_once.stores import schema
@@ -62,13 +61,16 @@ class Finisher(Table, Protocol):
     def fail(self, lock: Lock, error: ErrorInfo) -> WriteResult: ...
 
 
-@dataclass(frozen=True)
 class Key:
-    """One key of an acquire batch: its request (token, clock reading) and how to write it."""
+    """One key of an acquire batch: its request (token, clock reading) and how to write it.
+    A plain class (see partiql.Statement)."""
 
-    req: Request
-    replay_nonce: str | None
-    likely_taken: bool
+    __slots__ = ("likely_taken", "replay_nonce", "req")
+
+    def __init__(self, req: Request, replay_nonce: str | None, likely_taken: bool) -> None:
+        self.req = req
+        self.replay_nonce = replay_nonce
+        self.likely_taken = likely_taken
 
     def insert(self, table: str) -> partiql.Statement:
         # The item `request.take` leaves when no item exists: the renewal's new generation at
@@ -199,13 +201,21 @@ def _alone(call: Callable[..., Acquisition], *args: Any) -> Acquisition | Except
 # -- finish ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Write:
-    """One holder's fenced UPDATE and what it leaves, to read its refusal by."""
+    """One holder's fenced UPDATE and what it leaves, to read its refusal by. A plain class
+    (see partiql.Statement)."""
 
-    statement: partiql.Statement
-    leaves: Status
-    replay_nonce: str | None  # a permanent failure's fresh nonce
+    __slots__ = ("leaves", "replay_nonce", "statement")
+
+    def __init__(
+        self,
+        statement: partiql.Statement,
+        leaves: Status,
+        replay_nonce: str | None,  # a permanent failure's fresh nonce
+    ) -> None:
+        self.statement = statement
+        self.leaves = leaves
+        self.replay_nonce = replay_nonce
 
 
 def write_for(table: Finisher, finish: Finish, now: float, ttl_s: int) -> Write:
