@@ -240,6 +240,21 @@ def test_once_loads_on_first_use_and_its_name_stays_the_function() -> None:
     assert loaded_after(code) == ["False", "True exactly_once.once_lock", "[]"]
 
 
+def test_a_consumers_cold_start_leaves_the_paths_it_may_never_run() -> None:
+    """`once`/`begin` (a consumer never calls them) and the dead-letter send (a permanent
+    failure's path) load on first use, not in every consumer's cold start."""
+    code = (
+        "import sys\n"
+        "from exactly_once import sqs_consumer, RecordContext\n"
+        "rare = ('exactly_once.once_lock', 'exactly_once.once_block', "
+        "'exactly_once.sqs.dead_letter')\n"
+        "print(sorted(m for m in rare if m in sys.modules))\n"
+        "from exactly_once.sqs import reports\n"
+        "print('exactly_once.sqs.reports' in sys.modules)\n"
+    )
+    assert loaded_after(code) == ["[]", "True"]
+
+
 def test_every_public_name_still_imports() -> None:
     """What `import exactly_once` offered before the rooms, it offers still, lazily or not."""
     code = (

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from exactly_once import clients, lifecycle, observability
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.config import ConsumerConfig
-from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
 from exactly_once.sqs.messages import SqsMessage, queue_url_from_arn
 from exactly_once.stores.records import ErrorInfo, StoredRecord
 
@@ -82,6 +81,10 @@ class Reports:
                 extra={"message_id": mid, "key": key, "reason": reason},
             )
             return RecordResult(mid, Outcome.ERROR, True, key=key, reason=reason)
+        # Only a permanent failure gets here: the dead-letter module loads then, not in every
+        # consumer's cold start.
+        from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
+
         try:
             send_to_dead_letter_queue(
                 self.sqs,
