@@ -363,6 +363,16 @@ class BatchRules:
     def acquire_batch(self, keys: list[str], data: st.DataObject, lose: bool) -> None:
         befores = self._raw_records(keys)
         requests = [self._request(key, befores[key], data.draw(REQUEST)) for key in keys]
+        self._acquire_batch(requests, befores, lose)
+
+    def _acquire_batch(
+        self,
+        requests: list[AcquireRequest],
+        befores: dict[str, StoredRecord | None],
+        lose: bool,
+    ) -> dict[str, Lock]:
+        """acquire_many, each answer checked; the locks it granted."""
+        granted: dict[str, Lock] = {}
         now_ms = int(self.clock() * 1000)
         expected = [
             predict_acquire(
@@ -390,6 +400,8 @@ class BatchRules:
                 self._saw_fence(req.key, got.lock.fence)
                 self.batch.add(req.key, got.lock)
                 self._batch_granted(req.key, got.lock)
+                granted[req.key] = got.lock
+        return granted
 
     def _request(
         self, key: str, before: StoredRecord | None, drawn: tuple[Any, ...]
@@ -429,6 +441,49 @@ class BatchRules:
         choices = self._finishable()
         keys = data.draw(st.lists(st.sampled_from(sorted(choices)), min_size=1, unique=True))
         picked = [data.draw(st.sampled_from(choices[key])) for key in keys]
+        self._finish_batch(keys, picked, data, lose)
+
+    @rule(
+        keys=st.lists(st.sampled_from(BATCH_KEYS), min_size=1, unique=True),
+        likely=st.booleans(),
+        data=st.data(),
+        lose=st.booleans(),
+    )
+    def batch_zombies(self, keys: list[str], likely: bool, data: st.DataObject, lose: bool) -> None:
+        """A batch takes its keys, stalls past its lease, and a second batch takes them over;
+        then one finish_many carries, key by key, the zombie's lock or its successor's."""
+        first = self._acquire_batch(
+            [self._request(key, None, (None, False, "none", likely, None)) for key in keys],
+            self._raw_records(keys),
+            lose=False,
+        )
+        if not first:
+            return
+        self.clock.advance(self.lease_ms / 1000 + 1)
+        second = self._acquire_batch(
+            [self._request(key, None, (None, False, "none", True, None)) for key in first],
+            self._raw_records(list(first)),
+            lose,
+        )
+        if not second:
+            return
+        zombie_or_not = data.draw(
+            st.lists(st.booleans(), min_size=len(second), max_size=len(second))
+        )
+        picked: list[tuple[Lock, int | None]] = [
+            (first[key] if zombie else lock, None)
+            for (key, lock), zombie in zip(second.items(), zombie_or_not, strict=True)
+        ]
+        self._finish_batch(list(second), picked, data, lose)
+
+    def _finish_batch(
+        self,
+        keys: list[str],
+        picked: list[tuple[Lock, int | None]],
+        data: st.DataObject,
+        lose: bool,
+    ) -> None:
+        """finish_many of these locks (one per key), with outcomes drawn, each answer checked."""
         finishes = [
             self._finish(lock, data.draw(st.sampled_from(OUTCOMES)), n)
             for n, (lock, _worker) in enumerate(picked)
