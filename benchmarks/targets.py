@@ -25,7 +25,7 @@ SQS_CALLS_PER_IN_PROGRESS_RECORD = 1
 MIN_IO_SPEEDUP = 8.0
 # The layer's batch of 10 I/O-bound records against its limit: the slowest record's business
 # time plus two round trips (walltime.LIMIT_ROUND_TRIPS; a round trip is the injected latency
-# plus a warm DynamoDB Local GetItem measured in the same run, Results.round_trip_s).
+# plus the bare batch requests measured in the same run, Results.round_trip_s).
 MAX_OVER_LIMIT = 1.3
 MAX_CPU_RATIO = 0.4  # with the injected latency
 MAX_CPU_RATIO_NO_LATENCY = 0.5
