@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -56,3 +57,13 @@ def insert_entry(conn: Any, key: str, fence: int) -> None:
 
 
 Write = Callable[[Any], None]
+
+
+def sqs_record_of(body: dict[str, Any]) -> dict[str, Any]:
+    """A minimal SQS record around a JSON body, for consumers run in-process."""
+    return {
+        "messageId": str(uuid.uuid4()),
+        "body": json.dumps(body),
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+    }

@@ -3,8 +3,6 @@ promised, on a real PostgreSQL server: found by a review of issue 27's batch pat
 
 from __future__ import annotations
 
-import json
-import uuid
 from typing import Any
 
 import pytest
@@ -12,16 +10,9 @@ import pytest
 from exactly_once import Outcome, begin, sqs_consumer
 from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
-from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows
+from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows, sqs_record_of
 
-
-def _record(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "body": json.dumps(body),
-        "attributes": {"ApproximateReceiveCount": "1"},
-        "messageAttributes": {},
-    }
+_record = sqs_record_of
 
 
 def test_a_batched_record_whose_commit_failed_is_failed_not_completed_without_its_writes(

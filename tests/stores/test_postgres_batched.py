@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from benchmarks.pg_proxy import RoundTripProxy
 from exactly_once import AcquireStatus, ErrorInfo, Status
 from exactly_once.errors import LockInherited
+from exactly_once.stores import one_by_one
 from exactly_once.stores.postgres.store import PostgresStore
 from exactly_once.stores.records import (
     AcquireRequest,
@@ -244,19 +245,7 @@ def test_every_state_answers_in_one_batch_as_the_single_calls_do(
 
 
 def _single_acquire(store: PostgresStore, request: AcquireRequest) -> Acquisition | Exception:
-    try:
-        return store.acquire(
-            request.scope,
-            request.key,
-            lease_ms=request.lease_ms,
-            owner=request.owner,
-            fingerprint=request.fingerprint,
-            block_takeover=request.block_takeover,
-            replay_nonce=request.replay_nonce,
-            expected_duration_ms=request.expected_duration_ms,
-        )
-    except Exception as exc:
-        return exc
+    return one_by_one.acquire_each(store, [request])[0]
 
 
 # -- round trips, on the wire ----------------------------------------------------------------

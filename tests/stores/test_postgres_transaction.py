@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from exactly_once.ledger import record_effect
 from exactly_once.stores.dynamodb.store import IdempotencyStore
 from exactly_once.stores.postgres.store import PostgresStore
 from tests.conftest import FakeClock
-from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows
+from tests.stores.pg_support import faulty_store, insert_entry, ledger_rows, sqs_record_of
 
 
 @pytest.fixture
@@ -172,13 +171,7 @@ def test_once_commits_the_block_with_its_completion_and_rolls_a_raise_back(
     assert begin(scope, "bad", dsn=pg_dsn).acquired  # FAILED and retryable
 
 
-def _record(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "messageId": str(uuid.uuid4()),
-        "body": json.dumps(body),
-        "attributes": {"ApproximateReceiveCount": "1"},
-        "messageAttributes": {},
-    }
+_record = sqs_record_of
 
 
 def test_the_queue_consumer_commits_its_effect_with_the_record(
