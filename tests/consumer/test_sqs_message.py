@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from exactly_once import Outcome, PermanentError, RecordContext
-from exactly_once.sqs import reports as reports_module
+from exactly_once.sqs import dead_letter as dead_letter_module
 from exactly_once.sqs.dead_letter import send_to_dead_letter_queue
 from exactly_once.sqs.messages import SqsMessage
 from tests.consumer.conftest import MakeConsumer, event, lambda_context, sqs_record
@@ -82,7 +82,7 @@ def test_each_record_is_read_once_and_that_message_reaches_the_handler_and_the_d
         dead_lettered.append(message)
         return send_to_dead_letter_queue(sqs, url, message, *args, **kwargs)
 
-    monkeypatch.setattr(reports_module, "send_to_dead_letter_queue", spied)
+    monkeypatch.setattr(dead_letter_module, "send_to_dead_letter_queue", spied)
     handled: list[SqsMessage] = []
 
     def handle(body: Any, ctx: RecordContext) -> None:
