@@ -116,6 +116,11 @@ class RecordProcessor(Reports):
             if isinstance(exc, KeyboardInterrupt):
                 raise
             return None
+        return self._request(message, key, fp, context)
+
+    def _request(
+        self, message: SqsMessage, key: str, fp: str | None, context: Any
+    ) -> AcquireRequest:
         return AcquireRequest(
             self.config.scope,
             key,
@@ -127,18 +132,17 @@ class RecordProcessor(Reports):
             likely_taken=(message.receive_count or 1) > 1 or message.replay_nonce is not None,
         )
 
-    def _claim(
-        self, key: str, fp: str | None, message: SqsMessage, context: Any, margin_ms: float
-    ) -> Claim:
+    def _claim(self, request: AcquireRequest, context: Any, margin_ms: float) -> Claim:
+        """The key claimed alone, as the batch claims it (`acquire_request`)."""
         return claim(
             self.store,
-            self.config.scope,
-            key,
-            lease_ms=self.config.lease.lease_ms(context),
-            owner=owner(context),
-            fingerprint=fp,
-            block_takeover=self.config.block_takeover,
-            replay_nonce=message.replay_nonce,
+            request.scope,
+            request.key,
+            lease_ms=request.lease_ms,
+            owner=request.owner,
+            fingerprint=request.fingerprint,
+            block_takeover=request.block_takeover,
+            replay_nonce=request.replay_nonce,
             lambda_context=context,
             reserve_ms=margin_ms / 2,  # completion may eat into the margin, not past half
             heartbeat_ms=self.config.lease.heartbeat_ms,  # a dead holder frees the key soon
@@ -167,7 +171,7 @@ class RecordProcessor(Reports):
             )
         try:
             if claimed is None:
-                claimed = self._claim(key, fp, message, context, margin_ms)
+                claimed = self._claim(self._request(message, key, fp, context), context, margin_ms)
             elif isinstance(claimed, Exception):
                 raise claimed
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable

@@ -20,18 +20,7 @@ def acquire_each(store: Store, requests: Sequence[AcquireRequest]) -> list[Acqui
     answers: list[Acquisition | Exception] = []
     for req in requests:
         try:
-            answers.append(
-                store.acquire(
-                    req.scope,
-                    req.key,
-                    lease_ms=req.lease_ms,
-                    owner=req.owner,
-                    fingerprint=req.fingerprint,
-                    block_takeover=req.block_takeover,
-                    replay_nonce=req.replay_nonce,
-                    expected_duration_ms=req.expected_duration_ms,
-                )
-            )
+            answers.append(store.acquire(req.scope, req.key, **req.arguments()))
         except Exception as exc:
             answers.append(exc)
     return answers

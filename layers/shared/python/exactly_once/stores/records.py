@@ -233,6 +233,17 @@ class AcquireRequest:
     expected_duration_ms: int | None = None
     likely_taken: bool = False
 
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments `Store.acquire` takes for this key (after scope and key)."""
+        return {
+            "lease_ms": self.lease_ms,
+            "owner": self.owner,
+            "fingerprint": self.fingerprint,
+            "block_takeover": self.block_takeover,
+            "replay_nonce": self.replay_nonce,
+            "expected_duration_ms": self.expected_duration_ms,
+        }
+
     def likely(self) -> AcquireRequest:
         """This request, hinted that the key probably has a record."""
         return replace(self, likely_taken=True)

@@ -47,15 +47,7 @@ class BatchAcquiring(Acquiring):
         for index, request in enumerate(requests):
             try:
                 req, params = self._request(
-                    request.scope,
-                    request.key,
-                    lease_ms=request.lease_ms,
-                    owner=request.owner,
-                    fingerprint=request.fingerprint,
-                    block_takeover=request.block_takeover,
-                    replay_nonce=request.replay_nonce,
-                    expected_duration_ms=request.expected_duration_ms,
-                    resume_id=None,
+                    request.scope, request.key, **request.arguments(), resume_id=None
                 )
             except Exception as exc:
                 answers[index] = exc
