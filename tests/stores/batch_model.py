@@ -320,16 +320,14 @@ class BatchRules:
     batch: BatchLocks
     completed: dict[str, StoredRecord]
     lease_ms: int
-
-    def _raw_record(self, key: str) -> StoredRecord | None:
-        raise NotImplementedError
+    # Each store's model reads its records its own way and watches fences with its own
+    # bookkeeping: the two machines that mix these rules in define both.
+    _raw_record: Callable[[str], StoredRecord | None]
+    _saw_fence: Callable[[str, int], None]
 
     def _raw_records(self, keys: Sequence[str]) -> dict[str, StoredRecord | None]:
         """The records of several keys (a model may read them in one request)."""
         return {key: self._raw_record(key) for key in keys}
-
-    def _saw_fence(self, key: str, fence: int) -> None:
-        raise NotImplementedError
 
     def _batch_granted(self, key: str, lock: Lock) -> None:
         """A batch took the key (the model's own bookkeeping)."""
