@@ -7,9 +7,10 @@ Every entry point runs on one state machine, the general-purpose lock (`once`, `
 The folders say where things are: the lock and its lease at the top (`once_lock`, `claims`,
 `held_lock`, `once_block`, `lease`, `heartbeat`, `effects`, `ledger`), the stores in `stores/`
 (the protocol, `dynamodb/`, `postgres/`, the codec and the record shapes), and one room per
-entry point: `sqs/`, `sns/`, `http/`. The SNS and HTTP names load on first use, as do `once`,
-`begin` and `OnceBlock`, and the PostgreSQL store only when a DSN selects it, so a queue
-consumer's cold start never imports them.
+entry point: `sqs/`, `sns/`, `streams/` (Kinesis, DynamoDB Streams, Kafka), `http/`. The SNS,
+stream and HTTP names load on first use, as do `once`, `begin` and `OnceBlock`, and the
+PostgreSQL store only when a DSN selects it, so a queue consumer's cold start never imports
+them.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
     from exactly_once.sns.subscriber import SnsSubscriber as SnsSubscriber
     from exactly_once.sns.subscriber import sns_subscriber as sns_subscriber
     from exactly_once.stores.postgres.store import PostgresStore as PostgresStore
+    from exactly_once.streams.consumer import StreamConsumer as StreamConsumer
+    from exactly_once.streams.consumer import stream_consumer as stream_consumer
 
 _LAZY = {
     "DeliveryFailed": "sns.subscriber",
@@ -69,6 +72,8 @@ _LAZY = {
     "RequestContext": "http.context",
     "idempotent_api": "http.api",
     "PostgresStore": "stores.postgres.store",
+    "StreamConsumer": "streams.consumer",
+    "stream_consumer": "streams.consumer",
     # `once` and `begin` resolve their store from settings when called; a queue consumer, an
     # SNS subscriber or an API never calls them, so their modules load on first use too.
     "OnceBlock": "once_block",
@@ -111,6 +116,7 @@ __all__ = [
     "Status",
     "Store",
     "StoredRecord",
+    "StreamConsumer",
     "WriteResult",
     "WriteStatus",
     "begin",
@@ -120,6 +126,7 @@ __all__ = [
     "open_store",
     "sns_subscriber",
     "sqs_consumer",
+    "stream_consumer",
 ]
 
 # At import, which is init: SnapStart's hooks must be registered before the snapshot is taken.

@@ -92,7 +92,10 @@ def run_chains(
 
 
 def chaining(messages: list[SqsMessage], key_of: ChainOf) -> tuple[ChainOf, str]:
-    """How a batch's records chain (FIFO: by group; else by key), and why a skip happens."""
+    """How a batch's records chain (FIFO: by group; a stream: by shard or partition; else by
+    key), and why a skip happens."""
+    if any(message.in_order for message in messages):
+        return _group_of, "an earlier record of its shard or partition failed"
     if any(message.is_fifo for message in messages):
         return _group_of, "an earlier message of its group failed"
     return key_of, "an earlier message with its key failed"

@@ -33,6 +33,9 @@ class ConsumerConfig:
     # in flight across the upgrade could run again. IdempotentTopic.subscribe_queue sets auto.
     sns_envelope: str = "off"
     dsn: str | None = None  # PostgreSQL (see stores/protocol.py `open_store`)
+    # A stream record failing retryably this many times is given up (dead-lettered with its
+    # reason) so its shard moves on; None leaves it to the mapping's retry limit and record age.
+    max_attempts: int | None = None
 
     def margin_for(self, budget_ms: float) -> float:
         """How close to the deadline a record may still start.
@@ -59,6 +62,7 @@ class ConsumerConfig:
             "concurrency": env_int("BATCH_CONCURRENCY", 10),
             "deadline_margin_ms": env_int("DEADLINE_MARGIN_MS", 0) or None,
             "sns_envelope": env_choice("SNS_ENVELOPE", ENVELOPE_MODES, "off"),
+            "max_attempts": env_int("STREAM_MAX_ATTEMPTS", 0) or None,
         }
         if "fingerprint_fields" in given:
             given["fingerprint_fields"] = tuple(given["fingerprint_fields"])
@@ -69,4 +73,6 @@ class ConsumerConfig:
         config = cls(**merged)
         if config.concurrency < 1:
             raise ConfigurationError("concurrency must be at least 1")
+        if config.max_attempts is not None and config.max_attempts < 1:
+            raise ConfigurationError("max_attempts must be at least 1")
         return config

@@ -6,14 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import observability
-from exactly_once.lease import LeasePolicy, remaining_ms
-from exactly_once.outcomes import Outcome, RecordResult, count_outcomes
+from exactly_once.lease import LeasePolicy
 from exactly_once.sqs.batch import batch_response
 from exactly_once.sqs.keys import KeySpec
 from exactly_once.sqs.messages import SqsMessage
 from exactly_once.sqs.processor import Handler
 from exactly_once.sqs.record_entry import RecordEntry
-from exactly_once.sqs.waves import run_waves
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -37,32 +35,7 @@ class SqsConsumer(RecordEntry):
             )
             return {"batchItemFailures": []}
         messages = [SqsMessage.from_record(record) for record in records]  # the one reading
-        try:
-            processor = self.processor()
-        except Exception as exc:  # misconfiguration: report every record, lose none
-            observability.logger().exception("consumer is misconfigured")
-            results = [
-                RecordResult(m.message_id, Outcome.ERROR, True, reason=f"configuration: {exc}")
-                for m in messages
-            ]
-        else:
-            margin = processor.config.margin_for(remaining_ms(context))
-            results = run_waves(processor, messages, context, margin)
-            _log_summary(results)
-            try:
-                observability.emit_batch_metrics(processor.config.scope, results)
-            except Exception:  # metrics must never cost a record
-                observability.logger().exception("could not emit metrics")
-        self.last_results = results
-        return batch_response(results)
-
-
-def _log_summary(results: list[RecordResult]) -> None:
-    failures = sum(r.report_failure for r in results)
-    observability.logger().info(
-        "batch done",
-        extra={"records": len(results), "reported_failures": failures, **count_outcomes(results)},
-    )
+        return batch_response(self.run_batch(messages, context))
 
 
 def sqs_consumer(

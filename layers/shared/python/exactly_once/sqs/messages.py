@@ -63,6 +63,12 @@ class SqsMessage:
     """Lambda event form, with the originals an earlier dead-lettering packed restored."""
     replay_nonce: str | None
     """The nonce it presents (plain or packed) if well-formed: see REPLAY_NONCE_ATTRIBUTE."""
+    in_order: bool = False
+    """A stream record (streams/records.py): `group_id` is its shard or partition, whose
+    records must run in order, as a FIFO group's do."""
+    unreadable: str | None = None
+    """Why the body could not be read as text (a stream record's data that is not base64 or
+    not UTF-8); the body then keeps what arrived, so a DLQ copy loses nothing."""
     derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     """What the consumer worked out from it (body, key, fingerprint), kept so that grouping a
     batch by key and running the record parse the body once."""
@@ -98,6 +104,8 @@ class SqsMessage:
         group_id: str | None = None,
         deduplication_id: str | None = None,
         receive_count: int | None = None,
+        in_order: bool = False,
+        unreadable: str | None = None,
     ) -> SqsMessage:
         """A message from its parts, `attributes` in Lambda's SQS event form: how an SNS
         notification (sns/messages.py, sqs/envelopes.py) becomes one for the same state machine."""
@@ -114,6 +122,8 @@ class SqsMessage:
             receive_count=receive_count,
             message_attributes=_with_overflow(own, packed),
             replay_nonce=_replay_nonce(own, packed),
+            in_order=in_order,
+            unreadable=unreadable,
         )
 
     @property
@@ -122,8 +132,16 @@ class SqsMessage:
         queues accept a MessageGroupId for fairness between tenants (SQS fair queues)."""
         return (self.event_source_arn or "").endswith(".fifo")
 
+    @property
+    def ordered(self) -> bool:
+        """Its group must run in order and stop at its first failure: a FIFO message group,
+        or a stream's shard or partition."""
+        return self.in_order or self.is_fifo
+
 
 def parse_body(message: SqsMessage, raw: bool) -> Any:
+    if message.unreadable is not None:
+        raise NonJsonBody(message.unreadable)
     body = message.body
     if body is None:  # the reason names what was there instead
         found = message.record.get("body") if isinstance(message.record, dict) else None

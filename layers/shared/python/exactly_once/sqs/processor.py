@@ -246,7 +246,10 @@ class RecordProcessor(Reports):
                 ctx.message, key, error, lock.attempt, takeover=takeover, nonce=failed
             )
         except BaseException as exc:  # CancelledError, a library's SystemExit: this record only
-            self._fail(ctx, lock, ErrorInfo.from_exception(exc, retryable=True))
+            error = ErrorInfo.from_exception(exc, retryable=True)
+            if self._gives_up(lock.attempt) and not isinstance(exc, KeyboardInterrupt):
+                return self._give_up(ctx, lock, error, takeover)
+            self._fail(ctx, lock, error)
             if isinstance(exc, KeyboardInterrupt):
                 raise
             observability.logger().warning(
@@ -264,6 +267,28 @@ class RecordProcessor(Reports):
             )
         return self._complete(ctx, lock, result, takeover, gather)
 
+    def _gives_up(self, attempt: int) -> bool:
+        limit = self.config.max_attempts
+        return limit is not None and attempt >= limit
+
+    def _give_up(
+        self, ctx: RecordContext, lock: OnceLock, error: ErrorInfo, takeover: bool
+    ) -> RecordResult:
+        """The last attempt allowed failed: FAILED for good, and the record to the DLQ with its
+        reason, as a permanent failure goes (a stream's shard would otherwise stop at it until
+        the mapping's retry limit or record age drops it, without its data)."""
+        final = ErrorInfo(
+            error.type, f"gave up after {lock.attempt} attempts: {error.message}", retryable=False
+        )
+        failed = self._fail(ctx, lock, final)
+        if failed is None:
+            return RecordResult(
+                ctx.message_id, Outcome.LEASE_LOST, True, key=ctx.key, reason=final.message
+            )
+        return self._dead_letter(
+            ctx.message, ctx.key, final, lock.attempt, takeover=takeover, nonce=failed
+        )
+
     def _complete(
         self,
         ctx: RecordContext,
@@ -274,11 +299,11 @@ class RecordProcessor(Reports):
     ) -> RecordResult:
         """COMPLETED now, or gathered to be written with the batch's other completions: its
         result is this record's until the batch's write answers (`Gathering.write`)."""
-        # A FIFO record whose renewal was refused completes now: its LeaseLost must stop its
-        # group before the group's next message runs.
+        # An ordered record (FIFO, a stream) whose renewal was refused completes now: its
+        # LeaseLost must stop its group before the group's next message runs.
         if (
             gather is None
-            or (ctx.message.is_fifo and lock.heartbeat_lost)
+            or (ctx.message.ordered and lock.heartbeat_lost)
             or self._lapses_in_the_batch(lock, ctx.lambda_context)
         ):
             return self._settled(ctx, lock, takeover, lambda: lock.succeed(result))

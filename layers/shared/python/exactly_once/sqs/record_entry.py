@@ -12,12 +12,15 @@ import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from exactly_once import lifecycle
-from exactly_once.outcomes import RecordResult
+from exactly_once import lifecycle, observability
+from exactly_once.lease import remaining_ms
+from exactly_once.outcomes import Outcome, RecordResult, count_outcomes
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.context import RecordContext
 from exactly_once.sqs.keys import KeySpec
+from exactly_once.sqs.messages import SqsMessage
 from exactly_once.sqs.processor import Handler, RecordProcessor
+from exactly_once.sqs.waves import run_waves
 from exactly_once.stores.protocol import open_store
 
 if TYPE_CHECKING:
@@ -73,3 +76,33 @@ class RecordEntry(ABC):
                     context_type=self.context_type,
                 )
             return self._processor
+
+    def run_batch(self, messages: list[SqsMessage], context: Any) -> list[RecordResult]:
+        """A batch through the waves (sqs/waves.py), logged and counted; never raises. A
+        misconfiguration reports every record failed, losing none."""
+        try:
+            processor = self.processor()
+        except Exception as exc:
+            observability.logger().exception("consumer is misconfigured")
+            results = [
+                RecordResult(m.message_id, Outcome.ERROR, True, reason=f"configuration: {exc}")
+                for m in messages
+            ]
+        else:
+            margin = processor.config.margin_for(remaining_ms(context))
+            results = run_waves(processor, messages, context, margin)
+            _log_summary(results)
+            try:
+                observability.emit_batch_metrics(processor.config.scope, results)
+            except Exception:  # metrics must never cost a record
+                observability.logger().exception("could not emit metrics")
+        self.last_results = results
+        return results
+
+
+def _log_summary(results: list[RecordResult]) -> None:
+    failures = sum(r.report_failure for r in results)
+    observability.logger().info(
+        "batch done",
+        extra={"records": len(results), "reported_failures": failures, **count_outcomes(results)},
+    )
