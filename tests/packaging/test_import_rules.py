@@ -4,8 +4,9 @@
   hidden under TYPE_CHECKING still ties two modules together (processor.py and effects.py once
   did, over RecordContext), so each can only be understood, and moved, with the other.
 - Each room imports only what it builds on: the stores know nothing of the lock or of an entry
-  point; the entry points (`sqs/`, `sns/`, `http/`) know nothing of one another, except that
-  the SNS subscriber runs its notifications on the queue consumer's record path.
+  point; the entry points (`sqs/`, `sns/`, `streams/`, `http/`) know nothing of one another,
+  except that the SNS subscriber and the stream consumer run their records on the queue
+  consumer's record path.
 - The library imports nothing outside itself but the standard library and its runtime
   dependencies: it ships alone, as the layer and the wheel.
 - The local stack (`local_aws`) never imports this repository's app (`infra`, `app.py`): it
@@ -31,7 +32,7 @@ LAYER = Path(exactly_once.__file__).parent
 LOCAL_AWS = Path(local_aws.__file__).parent
 CLI = Path(exactly_once_cli.__file__).parent
 
-ROOMS = ("stores", "sqs", "sns", "http")
+ROOMS = ("stores", "sqs", "sns", "streams", "http")
 FOUNDATION = {
     f"exactly_once.{name}"
     for name in ("errors", "config", "lifecycle", "clients", "keys", "lease", "observability")
@@ -43,6 +44,7 @@ MAY_IMPORT = {
     "stores": {"stores"},
     "sqs": {"sqs", "stores", "core"},
     "sns": {"sns", "sqs", "stores", "core"},
+    "streams": {"streams", "sqs", "core"},
     "http": {"http", "stores", "core"},
     "core": {"core", "stores"},  # the façade (`exactly_once/__init__`) is exempt: it is lazy
 }
@@ -263,4 +265,6 @@ def test_every_public_name_still_imports() -> None:
         "print(len(exactly_once.__all__), missing)\n"
     )
     assert loaded_after(code) == [f"{len(exactly_once.__all__)} []"]
-    assert len(exactly_once.__all__) == 43  # the names 0.2.0 offered, none dropped
+    # the 43 names 0.2.0 offered, none dropped, and the stream consumer's two
+    assert len(exactly_once.__all__) == 45
+    assert {"StreamConsumer", "stream_consumer"} <= set(exactly_once.__all__)
