@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any
 
-from exactly_once import Outcome, PermanentError, RecordContext
+from exactly_once import IdempotencyStore, Outcome, PermanentError, RecordContext
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from tests.streams.conftest import MakeStreamConsumer, dead_letters, reason_of
 from tests.streams.stream_events import (
@@ -274,3 +274,25 @@ def test_kafka_keys_from_the_record_key_or_a_header_and_self_managed_events(
         "batchItemFailures": []
     }
     assert seen == ["customer-9", "o-77", "orders-0:9"]
+
+
+def test_a_record_held_by_a_dead_invocation_waits_for_its_lease_so_the_retry_takes_it_over(
+    build: MakeStreamConsumer, store: IdempotencyStore, scope: str
+) -> None:
+    """A stream record cannot be hidden like a queue message, and the mapping retries at once:
+    the consumer waits out a lease that ends within its time, so the retry takes the key over
+    rather than spending an attempt on the same IN_PROGRESS answer."""
+    assert store.acquire(scope, "o1", lease_ms=1_500, owner="timed-out").acquired
+    handler = Flaky()
+    consumer = build(handler)
+    records = [kinesis_record({"orderId": f"o{n}"}, n) for n in range(3)]
+    first = consumer(records_event(*records), context())
+    assert [r.outcome for r in consumer.last_results] == [
+        Outcome.PROCESSED,
+        Outcome.IN_PROGRESS,
+        Outcome.SKIPPED,
+    ]
+    second = consumer(records_event(*resume(records, first)), context())
+    assert second == {"batchItemFailures": []}
+    assert [r.takeover for r in consumer.last_results] == [True, False]
+    assert handler.runs == ["o0", "o1", "o2"]

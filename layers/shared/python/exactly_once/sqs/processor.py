@@ -181,7 +181,7 @@ class RecordProcessor(Reports):
         if status is ClaimStatus.COMPLETED:
             return RecordResult(mid, Outcome.DUPLICATE, False, key=key)
         if status is ClaimStatus.IN_PROGRESS:
-            return self._in_progress(message, key, stored)
+            return self._in_progress(message, key, stored, context, margin_ms)
         if status is ClaimStatus.MISMATCH:
             error = ErrorInfo(
                 "FingerprintMismatch",
