@@ -1,5 +1,5 @@
 """`ExactlyOnceDashboard` (optional): one CloudWatch dashboard for consumers, HTTP APIs, topics,
-SNS subscribers, tables (or the PostgreSQL database) and the monitor."""
+SNS subscribers, stream consumers, tables (or the PostgreSQL database) and the monitor."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from exactly_once_cdk.consumer import IdempotentConsumer
 from exactly_once_cdk.http_api import IdempotentHttpApi
 from exactly_once_cdk.lock_monitor import StuckLockMonitor
 from exactly_once_cdk.postgres_store import IdempotencyDatabase
+from exactly_once_cdk.stream_consumer import StreamConsumerBase
 from exactly_once_cdk.subscriber import IdempotentSubscriber
 from exactly_once_cdk.tables import IdempotencyTable, LedgerTable
 from exactly_once_cdk.topic import IdempotentTopic
@@ -21,9 +22,10 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
     """A row per consumer (queue, DLQ, function, started minus finished, the event source
     mapping's event counts and the handler's outcomes), per HTTP API
     (requests, latency, function, started minus finished), per topic (published, delivered,
-    failed) and per SNS subscriber (DLQ, function, asynchronous invocations, started minus
-    finished), then table throttles (or the database's capacity and connections) and the
-    monitor."""
+    failed), per SNS subscriber (DLQ, function, asynchronous invocations, started minus
+    finished) and per stream consumer (function, lag, DLQ, on-failure queue, started minus
+    finished, the mapping's event counts, outcomes), then table throttles (or the database's
+    capacity and connections) and the monitor."""
 
     def __init__(
         self,
@@ -37,10 +39,17 @@ class ExactlyOnceDashboard(cloudwatch.Dashboard):
         topics: Sequence[IdempotentTopic] = (),
         subscribers: Sequence[IdempotentSubscriber] = (),
         database: IdempotencyDatabase | None = None,
+        streams: Sequence[StreamConsumerBase] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        rows: list[IdempotentConsumer | IdempotentHttpApi | IdempotentTopic | IdempotentSubscriber]
-        rows = [*consumers, *apis, *topics, *subscribers]
+        rows: list[
+            IdempotentConsumer
+            | IdempotentHttpApi
+            | IdempotentTopic
+            | IdempotentSubscriber
+            | StreamConsumerBase
+        ]
+        rows = [*consumers, *apis, *topics, *subscribers, *streams]
         for row in rows:
             self.add_widgets(*row.dashboard_widgets())
         bottom: list[cloudwatch.IWidget] = []

@@ -16,6 +16,11 @@ FUNCTION_NAME = "FunctionName"  # consumers, HTTP APIs and SNS subscribers alike
 API_URL = "Url"  # an HTTP API's invoke URL (ends in "/")
 API_ID = "ApiId"
 TOPIC_ARN = "TopicArn"
+# A stream consumer's (its DLQ's URL is in its function's environment: a `<Id>DeadLetterQueueUrl`
+# beside a `<Id>FunctionName` and no queue is how the CLI knows an SNS subscriber).
+ON_FAILURE_QUEUE_ARN = "OnFailureQueueArn"
+STREAM_NAME = "StreamName"
+STREAM_ARN = "StreamArn"
 IDEMPOTENCY_TABLE = "IdempotencyTableName"
 # The PostgreSQL store's libpq DSN (RDS Proxy, no password: IAM auth), instead of the table's name.
 IDEMPOTENCY_DSN = "IdempotencyDsn"

@@ -49,9 +49,12 @@ EVENT_SOURCE_MAPPING_METRICS = (
 
 
 def event_source_mapping_widget(
-    name: str, mapping: lambda_.IEventSourceMapping
+    name: str,
+    mapping: lambda_.IEventSourceMapping,
+    metrics: tuple[str, ...] = EVENT_SOURCE_MAPPING_METRICS,
 ) -> cloudwatch.GraphWidget:
-    """What the mapping did with the queue's messages (AWS/Lambda, per mapping UUID)."""
+    """What the mapping did with the queue's messages or the stream's records (AWS/Lambda, per
+    mapping UUID); `metrics` are the EventCount metrics its source has."""
     return cloudwatch.GraphWidget(
         title=f"{name} event source mapping",
         left=[
@@ -61,7 +64,7 @@ def event_source_mapping_widget(
                 dimensions_map={"EventSourceMappingUUID": mapping.event_source_mapping_id},
                 statistic="Sum",
             )
-            for metric in EVENT_SOURCE_MAPPING_METRICS
+            for metric in metrics
         ],
         width=6,
     )

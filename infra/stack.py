@@ -1,9 +1,9 @@
 """This repository's stack, built from the `exactly_once_cdk` constructs like any other user's.
 
 Settings come from cdk.json and `-c` flags (`infra.settings`); one `IdempotentConsumer` per
-registry entry (`infra.consumers`), one `IdempotentHttpApi` per API (`infra.apis`), and one
-`IdempotentTopic` per topic with its queue and direct subscribers (`infra.topics`), with the code
-in `functions/`.
+registry entry (`infra.consumers`), one `IdempotentHttpApi` per API (`infra.apis`), one
+`IdempotentTopic` per topic with its queue and direct subscribers (`infra.topics`), and one
+`KinesisStreamConsumer` per stream (`infra.streams`), with the code in `functions/`.
 
 The idempotency store is `-c store=dynamodb` (the default: the idempotency and ledger tables) or
 `-c store=postgres` (`IdempotencyDatabase`: Aurora PostgreSQL behind RDS Proxy in a VPC, with the
@@ -45,6 +45,7 @@ from exactly_once_cdk import (
     IdempotentHttpApi,
     IdempotentSubscriber,
     IdempotentTopic,
+    KinesisStreamConsumer,
     LedgerTable,
     StuckLockMonitor,
 )
@@ -54,6 +55,7 @@ from exactly_once_cdk.record_store import RecordStore
 from infra.apis import APIS, ApiSpec
 from infra.consumers import CONSUMERS, ConsumerSpec
 from infra.settings import Settings, resolve
+from infra.streams import STREAMS, StreamSpec
 from infra.topics import TOPICS, SubscriberSpec, TopicSpec
 
 
@@ -106,6 +108,7 @@ class ExactlyOnceStack(Stack):
         consumers: tuple[ConsumerSpec, ...] = CONSUMERS,
         apis: tuple[ApiSpec, ...] = APIS,
         topics: tuple[TopicSpec, ...] = TOPICS,
+        streams: tuple[StreamSpec, ...] = STREAMS,
         **kwargs: Any,
     ) -> None:
         name = settings.deployed_stack_name
@@ -190,6 +193,7 @@ class ExactlyOnceStack(Stack):
             for topic, topic_spec in zip(self.topics, topics, strict=True)
             for spec in topic_spec.subscribers
         ]
+        self.streams = [self._stream(spec, options) for spec in streams]
         self.lock_monitor = StuckLockMonitor(
             self,
             "LockMonitor",
@@ -213,6 +217,7 @@ class ExactlyOnceStack(Stack):
             topics=self.topics,
             subscribers=self.subscribers,
             database=self.database,
+            streams=self.streams,
         )
         CfnOutput(self, "LockMonitorFunctionName", value=self.lock_monitor.function.function_name)
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
@@ -223,7 +228,7 @@ class ExactlyOnceStack(Stack):
             CfnOutput(self, LOCAL_DYNAMODB_ENDPOINT, value=str(local_dynamodb))
 
     def _entry_point(
-        self, spec: ConsumerSpec | ApiSpec | SubscriberSpec, options: FunctionOptions
+        self, spec: ConsumerSpec | ApiSpec | SubscriberSpec | StreamSpec, options: FunctionOptions
     ) -> EntryPointKeywords:
         """What a consumer, an API and a subscriber take alike from their registry entry and
         the stack: the code, the shared store, ledger and layer, the alarm topic."""
@@ -336,4 +341,21 @@ class ExactlyOnceStack(Stack):
             # the subscriber's code in-process instead. The function, its DLQ, the
             # asynchronous-invocation config (moto skips it) and the outputs stay.
             subscribe=not self.settings.local_stack,
+        )
+
+    def _stream(self, spec: StreamSpec, options: FunctionOptions) -> KinesisStreamConsumer:
+        """Timeout, memory and lease margin: the stack-wide function settings; the stream and
+        both queues follow the stage's removal policy like the consumers' queues."""
+        return KinesisStreamConsumer(
+            self,
+            spec.id,
+            **self._entry_point(spec, options),
+            timeout=Duration.seconds(self.settings.function_timeout_seconds),
+            memory_size=self.settings.memory_mb,
+            lease_margin=Duration.seconds(self.settings.lease_margin_seconds),
+            removal_policy=self.removal,
+            dead_letter_age_alarm=Duration.seconds(self.settings.dlq_age_alarm_seconds),
+            # Deployed into moto the mapping stays off (moto polls nothing): the local stack's
+            # stream poller reads the shards and invokes the function as the mapping would.
+            mapping_enabled=not self.settings.local_stack,
         )

@@ -11,6 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from cfnlint.api import ManualArgs, lint_file
 
 from infra.application import cdk_json_context, create_app
+from infra.streams import STREAMS
 from infra.topics import TOPICS
 from tests.infra.conftest import Synth
 
@@ -57,11 +58,12 @@ def acknowledgments(synth: Synth) -> list[tuple[str, str, str]]:
 
 
 # The only acknowledgments, each for a reason nag cannot see: X-Ray's actions take no resource,
-# a subscriber's DLQ is a dead-letter queue in ways nag does not recognize, and the runtime is
+# a subscriber's DLQ and a stream consumer's two queues (its DLQ, its mapping's on-failure
+# destination) are dead-letter queues in ways nag does not recognize, and the runtime is
 # the one the layer's bytecode is compiled for (3.13 by default; 3.14 needs none).
 ACKNOWLEDGED = {
     "AwsSolutions-IAM5[Resource::*]": ("FunctionRole", "xray"),
-    "AwsSolutions-SQS3": ("DeadLetterQueue", "dead-letter queue"),
+    "AwsSolutions-SQS3": (("DeadLetterQueue", "OnFailureQueue"), "dead-letter queue"),
     "AwsSolutions-L1": ("Function", "compiled by the target's own interpreter"),
 }
 
@@ -80,10 +82,12 @@ def test_every_acknowledgment_gives_a_specific_reason(
         assert path.endswith(where), (path, rule)
         assert len(reason) > 40, (rule, reason)
         assert why in reason.lower(), (rule, reason)
-    # The DLQ acknowledgment stays on the subscribers' queues: consumers' DLQs need none.
+    # The DLQ acknowledgment stays on the subscribers' and stream consumers' queues: SQS
+    # consumers' DLQs (redrive targets) need none.
     subscribers = {sub.id for topic in TOPICS for sub in topic.subscribers}
+    streams = {stream.id for stream in STREAMS}
     dlq_owners = {path.split("/")[1] for path, rule, _ in found if rule == "AwsSolutions-SQS3"}
-    assert dlq_owners == subscribers
+    assert dlq_owners == subscribers | streams
 
 
 @pytest.mark.parametrize("fixture", ["default_synth", "variant_synth"])

@@ -18,6 +18,7 @@ from exactly_once_cdk.tables import BATCH_ACTIONS, RECORD_ACTIONS
 from exactly_once_cdk.widgets import EVENT_SOURCE_MAPPING_METRICS, OUTCOME_METRICS
 from infra.apis import APIS
 from infra.consumers import CONSUMERS
+from infra.streams import STREAMS
 from infra.topics import TOPICS
 from tests.infra.conftest import Synth
 
@@ -39,6 +40,17 @@ OUTPUTS = {
     *(f"{api.id}{suffix}" for api in APIS for suffix in ("FunctionName", "Url", "ApiId")),
     *(f"{topic.id}TopicArn" for topic in TOPICS),
     *(
+        f"{stream.id}{suffix}"
+        for stream in STREAMS
+        for suffix in (
+            "FunctionName",
+            "DeadLetterQueueArn",
+            "OnFailureQueueArn",
+            "StreamName",
+            "StreamArn",
+        )
+    ),
+    *(
         f"{sub.id}{suffix}"
         for sub in SUBSCRIBERS
         for suffix in ("FunctionName", "DeadLetterQueueUrl", "DeadLetterQueueArn")
@@ -58,6 +70,9 @@ CONSUMER_ALARMS = 3 + FUNCTION_ALARMS  # DLQ depth, DLQ age, queue age
 API_ALARMS = 1 + FUNCTION_ALARMS  # 5xx
 SUBSCRIBER_ALARMS = 3 + FUNCTION_ALARMS  # DLQ depth, DLQ age, destination delivery failures
 TOPIC_ALARMS = 1  # deliveries SNS gave up on
+# Lambda's IteratorAge, the stream's GetRecords age, DLQ depth, DLQ age, the on-failure queue's
+# depth, on-failure delivery failures
+STREAM_ALARMS = 6 + FUNCTION_ALARMS
 # table throttles (2), the idempotency table's pending-index throttles and transaction
 # conflicts (2), the monitor (stuck locks, overdue work, errors)
 STACK_ALARMS = 2 + 2 + 3
@@ -297,7 +312,9 @@ class TestLayerAndFunctions:
     def test_every_function(self, default_synth: Synth) -> None:
         layer_id, _ = default_synth.resource("AWS::Lambda::LayerVersion", "SharedLayer")
         functions = default_synth.resources("AWS::Lambda::Function")
-        assert len(functions) == len(CONSUMERS) + len(APIS) + len(SUBSCRIBERS) + 1  # + monitor
+        assert len(functions) == (
+            len(CONSUMERS) + len(APIS) + len(SUBSCRIBERS) + len(STREAMS) + 1  # + monitor
+        )
         for logical_id, function in functions.items():
             props = function["Properties"]
             assert props["Runtime"] == "python3.13", logical_id
@@ -455,6 +472,7 @@ class TestAlarms:
             + API_ALARMS * len(APIS)
             + TOPIC_ALARMS * len(TOPICS)
             + SUBSCRIBER_ALARMS * len(SUBSCRIBERS)
+            + STREAM_ALARMS * len(STREAMS)
             + STACK_ALARMS
         )
         for alarm in alarms.values():
@@ -585,7 +603,7 @@ def ref_queue(synth: Synth, queue_name: str) -> str:
     (logical_id,) = [
         k
         for k, v in synth.resources("AWS::SQS::Queue").items()
-        if v["Properties"]["QueueName"] == queue_name
+        if v["Properties"].get("QueueName") == queue_name
     ]
     return logical_id
 
@@ -641,6 +659,7 @@ def alarm_kind(logical_id: str) -> Evaluation:
         for kind in (
             "DeadLetterQueueNotEmptyAlarm",
             "DeadLetterQueueAgeAlarm",
+            "OnFailureQueueNotEmptyAlarm",
             "DestinationDeliveryFailuresAlarm",
             "DeliveryFailuresAlarm",
             "UnfinishedWorkAlarm",
