@@ -13,12 +13,20 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from fault_injection.worker import WorkerSpec, worker_main
+from fault_injection.worker import worker_main
+
+
+class Spec(Protocol):
+    """What the pool needs of a worker's spec (the queue's WorkerSpec, the stream's)."""
+
+    @property
+    def log_dir(self) -> str: ...
 
 
 def process_state(pid: int) -> str | None:
@@ -49,8 +57,15 @@ class BrokenPool(RuntimeError):
 class WorkerPool:
     MAX_UNEXPECTED_EXITS = 5
 
-    def __init__(self, spec: WorkerSpec, size: int, pause_s: float) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        size: int,
+        pause_s: float,
+        target: Callable[..., None] = worker_main,  # (spec, index, generation, stop flag)
+    ) -> None:
         self.spec = spec
+        self.target = target
         self.size = size
         self.pause_s = pause_s
         self.stats = PoolStats()
@@ -84,7 +99,7 @@ class WorkerPool:
 
     def _spawn(self, index: int) -> None:
         proc = self._ctx.Process(
-            target=worker_main,
+            target=self.target,
             args=(self.spec, index, self._generation[index], self._stop),
             daemon=True,
         )

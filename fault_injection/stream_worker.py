@@ -1,0 +1,197 @@
+"""A Kinesis chaos poller process: Lambda's event source mapping for the shards it leases, with
+faults around its steps.
+
+Each poller holds up to its share of the shards (shard_leases: one poller per shard at a time)
+and, for each, renews the lease, reads a batch after the checkpoint, invokes the function and
+moves the checkpoint to the record before the lowest reported failure (or past the batch). The
+faults: the business function kills or freezes the process at its planned points (before or
+after the effect, or, here, after the batch and before its checkpoint), the layer's DynamoDB
+client meets throttles and lost replies (botocore hooks), and a share of the checkpoints is
+dropped (the batch is read again). A killed or frozen poller's shards are taken by another once
+their leases expire, from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from exactly_once import clients
+from exactly_once_ops.lambda_context import LocalLambdaContext
+from fault_injection import events, injection
+from fault_injection.lost_replies import install_lost_replies
+from fault_injection.shard_leases import Lease, ShardLeases
+from fault_injection.stream_feed import checkpoint_after, lambda_record, read_batch
+from fault_injection.stream_workload import BEFORE_CHECKPOINT
+from fault_injection.throttling import install_throttling
+from fault_injection.worker import Flag, Handler, load_handler
+from local_aws import lock_off
+from local_aws.poller import redirect_output
+
+FUNCTION_NAME = "chaos-kinesis-orders"
+
+
+@dataclass(frozen=True)
+class StreamWorkerSpec:
+    environment: dict[str, str]  # endpoints, the store's tables, the DLQ, the scope
+    handler: str  # "module:attribute"
+    stream: str
+    stream_arn: str
+    lease_table: str
+    shards: int
+    workers: int
+    batch_size: int
+    function_timeout_s: float
+    shard_lease_s: float
+    throttle_rate: float
+    lost_reply_rate: float
+    checkpoint_drop_rate: float
+    seed: int
+    log_dir: str
+
+    @property
+    def fair_share(self) -> int:
+        """Shards one poller may hold: enough for the others to absorb one that went silent."""
+        return math.ceil(self.shards / max(1, self.workers - 1))
+
+
+def worker_main(spec: StreamWorkerSpec, index: int, generation: int, stop: Flag) -> None:
+    """Entry point of a poller process (spawned: nothing is inherited but the arguments)."""
+    redirect_output(os.path.join(spec.log_dir, f"worker-{index}.log"))
+    os.environ.update(spec.environment)
+    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", FUNCTION_NAME)
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    lock_off.install_if_enabled()
+    rng = random.Random(f"{spec.seed}/{index}/{generation}")
+    handler = _load_with_faults(spec, random.Random(rng.random()))
+    kinesis = boto3.client("kinesis")
+    leases = ShardLeases(
+        boto3.client("dynamodb"), spec.lease_table, str(os.getpid()), spec.shard_lease_s
+    )
+    events.record("worker-start", index=index, generation=generation)
+    held: dict[str, Lease] = {}
+    while not stop.value:
+        try:
+            _take_one(leases, held, spec.fair_share, rng)
+            busy = False
+            for shard in list(held):
+                if stop.value:
+                    break
+                busy |= _poll(spec, kinesis, leases, held, shard, handler, rng)
+            if not busy:
+                time.sleep(0.1)
+        except Exception:  # keep polling, as Lambda's poller does after errors
+            traceback.print_exc()
+            time.sleep(0.5)
+    for lease in held.values():
+        leases.release(lease)
+
+
+def _load_with_faults(spec: StreamWorkerSpec, rng: random.Random) -> Handler:
+    """The handler, the layer's DynamoDB client throttled and losing replies. (Hooked before
+    the handler is imported: its store, the ledger and the DLQ checks share that client.)"""
+    client = clients.dynamodb()
+    install_throttling(client, spec.throttle_rate, rng, lambda op: events.record("throttle", op=op))
+    if spec.lost_reply_rate > 0:
+        lock = threading.Lock()
+
+        def lose(_operation: str) -> bool:
+            with lock:
+                return rng.random() < spec.lost_reply_rate
+
+        install_lost_replies(client, lose, lambda op: events.record("lost-reply", op=op))
+    return load_handler(spec.handler)
+
+
+def _take_one(leases: ShardLeases, held: dict[str, Lease], share: int, rng: random.Random) -> None:
+    if len(held) >= share:
+        return
+    free = [shard for shard in leases.free_shards() if shard not in held]
+    if not free:
+        return
+    shard = rng.choice(free)
+    lease = leases.take(shard)
+    if lease is not None:
+        held[shard] = lease
+        events.record("lease-taken", shard=shard, counter=lease.counter)
+
+
+def _poll(
+    spec: StreamWorkerSpec,
+    kinesis: Any,
+    leases: ShardLeases,
+    held: dict[str, Lease],
+    shard: str,
+    handler: Handler,
+    rng: random.Random,
+) -> bool:
+    """One invocation for `shard`; True when its checkpoint moved."""
+    lease = leases.renew(held[shard])
+    if lease is None:
+        events.record("lease-lost", shard=shard)
+        del held[shard]
+        return False
+    held[shard] = lease
+    raw = read_batch(kinesis, spec.stream, shard, lease.checkpoint, spec.batch_size)
+    if not raw:
+        return False
+    region = kinesis.meta.region_name
+    records = [lambda_record(r, shard, spec.stream_arn, region) for r in raw]
+    started = time.monotonic()
+    context = LocalLambdaContext(FUNCTION_NAME, timeout_s=spec.function_timeout_s)
+    try:
+        response = handler({"Records": records}, context)
+    except Exception:  # a crash of the function: the whole batch is retried
+        traceback.print_exc()
+        response = None
+    handled = time.monotonic()
+    checkpoint = checkpoint_after(records, response)
+    done = [] if checkpoint is None else raw[: _index(raw, checkpoint) + 1]
+    for record in done:
+        injection.at_point(_body(record), BEFORE_CHECKPOINT, None, 1)
+    dropped = checkpoint is not None and rng.random() < spec.checkpoint_drop_rate
+    refused = False
+    if checkpoint is not None and not dropped:
+        moved = leases.checkpoint(lease, checkpoint)
+        if moved is None:  # another poller has the shard: this one was a zombie
+            refused = True
+            events.record("checkpoint-refused", shard=shard, sequence=checkpoint)
+            del held[shard]
+        else:
+            held[shard] = moved
+    results = getattr(handler, "last_results", None) or []
+    failures = response.get("batchItemFailures") if isinstance(response, dict) else None
+    events.record(
+        "batch",
+        shard=shard,
+        received=len(records),
+        done=len(done),
+        reported_failed=len(failures) if isinstance(failures, list) else len(records),
+        checkpoint_dropped=int(dropped),
+        checkpoint_refused=int(refused),
+        outcomes=dict(Counter(str(r.outcome) for r in results)),
+        takeovers=sum(bool(getattr(r, "takeover", False)) for r in results),
+        handler_s=round(handled - started, 3),
+    )
+    return checkpoint is not None and not dropped and not refused
+
+
+def _index(raw: list[dict[str, Any]], sequence: str) -> int:
+    return [r["SequenceNumber"] for r in raw].index(sequence)
+
+
+def _body(record: dict[str, Any]) -> Any:
+    try:
+        return json.loads(bytes(record["Data"]).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
