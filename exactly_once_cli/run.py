@@ -1,9 +1,12 @@
 """`run` (what `make run` calls): the whole service on this machine, end to end, with a report.
 
-Three parts, each checked against the execution log (the example functions' `append_effect`:
+Four parts, each checked against the execution log (the example functions' `append_effect`:
 one entry per execution of the business effect): the Sales topic first (published with
 duplicates, delivered to its Lambda subscriber in-process and to the orders queue by moto),
-then the queues, then the HTTP API. Each verdict counts executions per expected key, so a key
+then the queues, then the HTTP API, then each Kinesis stream consumer (orders put again as a
+producer's retry does, read by the local stream poller; the verdict also checks each
+customer's orders took effect in the order put). Each verdict counts executions per expected
+key, so a key
 executed twice fails the run; `--lock-off` (a self-test of the harness: local_aws.lock_off)
 turns the idempotency lock off in the function processes to show that it does. The queue table
 is shared with `report`, which checks a workload sent by `workload` to a stack that `up` keeps
@@ -43,6 +46,15 @@ from local_aws.signals import terminate_on_signals
 from local_aws.sns_report import TopicReport, build_topic_report, describe_receiver, verdict
 from local_aws.sns_worker import SnsDelivery
 from local_aws.sns_workload import TopicWorkload, publish_topic_workload, topic_receivers
+from local_aws.stream_bindings import StreamBinding, describe_stream_bindings
+from local_aws.stream_report import (
+    StreamReport,
+    build_stream_report,
+    describe_stream,
+    stream_verdict,
+)
+from local_aws.stream_worker import StreamWorkers
+from local_aws.stream_workload import StreamWorkload, put_stream_workload
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -155,6 +167,65 @@ def render_topic(report: TopicReport, console: Console) -> None:
     console.print(f"[bold {colour}]{head}[/]:{escape(rest)} ({report.elapsed_s:.1f}s)")
 
 
+def run_stream(
+    stack: LocalStack,
+    streams: StreamWorkers,
+    binding: StreamBinding,
+    workload: StreamWorkload,
+    *,
+    timeout_s: float,
+    console: Console,
+) -> StreamReport:
+    """Put the orders to the binding's stream, wait until its worker has read them all (a
+    round that started after the last put found nothing), and check them."""
+    started = time.monotonic()
+    sqs = stack.sqs()
+    dead_letter_url = binding.dead_letter_queue_url or ""
+    on_failure_url = binding.on_failure_queue_url
+    on_failure_before = (
+        0 if on_failure_url is None else sum(dead_letter_reasons(sqs, on_failure_url).values())
+    )
+    before = streams.totals_by_label().get(binding.label, Counter())
+    sent = put_stream_workload(
+        stack.client("kinesis"), binding.consumer, binding.stream_name, workload
+    )
+    console.print(
+        f"[green]✓[/] put {sent.put} records to {binding.consumer}'s stream {sent.stream_name} "
+        f"({sent.duplicates} orders put again, {sent.poison} poison, {sent.shards} shard(s)) "
+        f"at {sent.throughput:.0f} rec/s"
+    )
+    with console.status(f"{binding.consumer}: reading the stream..."):
+        read = streams.wait_until_read(sent.finished_at, timeout_s)
+    now = streams.totals_by_label().get(binding.label, Counter())
+    return build_stream_report(
+        sqs,
+        stack.ledger(),
+        sent,
+        scope=binding.scope,
+        dead_letter_url=dead_letter_url,
+        on_failure_url=on_failure_url,
+        on_failure_before=on_failure_before,
+        counts=dict(now - before),
+        read=read,
+        elapsed_s=time.monotonic() - started,
+    )
+
+
+def render_stream(report: StreamReport, console: Console) -> None:
+    sent = report.sent
+    table = Table(
+        title=f"Stream {sent.stream_name} (Kinesis to {sent.consumer})", show_header=False
+    )
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for what, count in describe_stream(report):
+        table.add_row(what, count)
+    console.print(table)
+    head, rest = stream_verdict(report).split(":", 1)
+    colour = "green" if report.ok else "red"
+    console.print(f"[bold {colour}]{head}[/]:{escape(rest)} ({report.elapsed_s:.1f}s)")
+
+
 def render(report: DemoReport, console: Console, title: str = "Exactly-once local run") -> None:
     t = report.totals
 
@@ -242,6 +313,12 @@ def run_cmd(
         int, typer.Option(min=1, max=8, help="Poller (and SNS delivery) processes per function.")
     ] = 2,
     seed: opts.Seed = 7,
+    stream_orders: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Records put to each Kinesis stream consumer's stream (0: no stream part)."
+        ),
+    ] = 60,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the queues to drain.")] = 240,
     keep: Annotated[
         bool,
@@ -340,6 +417,15 @@ def run_cmd(
         apis = start_apis(
             stack, LOG_DIR, running, lambda line: console.print(f"[green]✓[/] {line}")
         )
+        stream_bindings = stack.stream_bindings() if stream_orders else []
+        streams = running.enter_context(
+            StreamWorkers(stream_bindings, stack.aws_environment, log_dir=LOG_DIR)
+        )
+        if stream_bindings:
+            console.print(
+                "[green]✓[/] stream poller: 1 worker process per stream function "
+                f"({describe_stream_bindings(stream_bindings)})"
+            )
         sqs = stack.sqs()
         run_baseline = {
             name: dict(dead_letter_reasons(sqs, stack.outputs[f"{name}DeadLetterQueueUrl"]))
@@ -387,6 +473,20 @@ def run_cmd(
             render_api(api_report, console, api.binding.api, api.endpoint)
         if topic_report is not None:
             render_topic(topic_report, console)
+        stream_workload = StreamWorkload(
+            orders=stream_orders,
+            duplicate_ratio=duplicates,
+            poison=poison,
+            transient_ratio=transient,
+            work_ms=work_ms,
+            seed=seed,
+        )
+        stream_reports = [
+            run_stream(stack, streams, binding, stream_workload, timeout_s=timeout, console=console)
+            for binding in stream_bindings
+        ]
+        for stream_report in stream_reports:
+            render_stream(stream_report, console)
         if paths is not None:
             state = up_state(stack, poller, {"functions": LOG_DIR})
             console.print("\nThe local stack stays up, consuming:")
@@ -394,5 +494,6 @@ def run_cmd(
             console.print("Ctrl-C here (or `eonce down` elsewhere) stops it.")
             serve(paths, state, poller, delivery)
     topic_ok = topic_report is None or topic_report.ok
-    if not report.ok or not all(r.ok for r in api_reports) or not topic_ok:
+    streams_ok = all(r.ok for r in stream_reports)
+    if not report.ok or not all(r.ok for r in api_reports) or not topic_ok or not streams_ok:
         raise typer.Exit(1)

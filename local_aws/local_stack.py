@@ -36,13 +36,14 @@ from local_aws.poller import FunctionBinding
 from local_aws.sns_delivery import RetryPolicy, SubscriberBinding
 from local_aws.sns_tap import discover_subscriber_bindings
 from local_aws.store_environment import on_postgres
+from local_aws.stream_bindings import StreamBinding, discover_stream_bindings, stream_consumers
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sqs import SQSClient
 
-Binding = TypeVar("Binding", FunctionBinding, ApiBinding, SubscriberBinding)
+Binding = TypeVar("Binding", FunctionBinding, ApiBinding, SubscriberBinding, StreamBinding)
 
 # Short function timeouts keep the demo's redelivery waits (6x the timeout) to seconds.
 LOCAL_CONTEXT: dict[str, Any] = {"functionTimeoutSeconds": 3, "batchingWindowSeconds": 0}
@@ -181,6 +182,14 @@ class LocalStack(Lifecycle):
 
     def bindings(self) -> list[FunctionBinding]:
         found = discover_bindings(self.client("lambda"), self.sqs(), self.app)
+        return self._on_store(found)
+
+    def stream_bindings(self) -> list[StreamBinding]:
+        """The stack's Kinesis stream consumers (none for an app without streams)."""
+        if self.deployment is None:
+            raise RuntimeError("the local stack is not started: nothing is deployed yet")
+        specs = stream_consumers(self.deployment.assembly_dir, self.stack_name)
+        found = discover_stream_bindings(self.client("lambda"), self.sqs(), self.app, specs)
         return self._on_store(found)
 
     def api_bindings(self) -> list[ApiBinding]:
