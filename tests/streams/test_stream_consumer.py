@@ -296,3 +296,16 @@ def test_a_record_held_by_a_dead_invocation_waits_for_its_lease_so_the_retry_tak
     assert second == {"batchItemFailures": []}
     assert [r.takeover for r in consumer.last_results] == [True, False]
     assert handler.runs == ["o0", "o1", "o2"]
+
+
+def test_a_poison_kafka_record_with_headers_sqs_cannot_carry_still_reaches_the_dlq(
+    build: MakeStreamConsumer, sqs: SQSClient, dlq_url: str
+) -> None:
+    consumer = build(Flaky())
+    headers = {"bad name!": b"x", "aws.trace": b"y", "": b"z", "fine": b"kept", "empty": b""}
+    record = kafka_record(None, 5, headers=headers, raw=b"not json")
+    assert consumer(kafka_event(record), context()) == {"batchItemFailures": []}
+    assert [r.outcome for r in consumer.last_results] == [Outcome.PERMANENT]
+    (letter,) = dead_letters(sqs, dlq_url)
+    assert letter["body"] == "not json"
+    assert letter["attributes"].get("fine") == "kept"

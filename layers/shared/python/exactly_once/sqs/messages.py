@@ -263,6 +263,11 @@ def _restorable(name: Any, value: Any) -> dict[str, str] | None:
     return {"dataType": data_type, "stringValue": text}
 
 
+def is_attribute_name(name: str) -> bool:
+    """A name SQS accepts for a message attribute (what a DLQ copy can carry)."""
+    return _NAME.fullmatch(name) is not None
+
+
 def is_base64(text: str) -> bool:
     """Strict base64, as SQS needs a binary attribute value to be."""
     try:

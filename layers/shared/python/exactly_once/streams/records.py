@@ -16,7 +16,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from exactly_once.sqs.messages import SqsMessage
+from exactly_once.sqs.messages import SqsMessage, is_attribute_name
 from exactly_once.streams.images import UnreadableImage, image_json
 
 PARTITION_KEY = "partition-key"
@@ -137,13 +137,22 @@ def _kafka_record(record: Any, batch_name: str, arn: str | None) -> StreamRecord
 
 
 def _kafka_attributes(fields: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """Headers by name (text when UTF-8, else base64 binary), and the record's key."""
+    """Headers by name (text when UTF-8, else base64 binary; the first of a repeated name),
+    and the record's key as PARTITION_KEY."""
     attributes: dict[str, dict[str, str]] = {}
     headers = fields.get("headers")
     for header in headers if isinstance(headers, list) else ():
         for name, value in _map(header).items():
             raw = _bytes(value)
-            if isinstance(name, str) and raw is not None and name not in attributes:
+            # Only names SQS accepts: a poison record's DLQ copy must be sendable (the header
+            # stays in ctx.record either way).
+            if (
+                isinstance(name, str)
+                and is_attribute_name(name)
+                and raw
+                and name not in attributes
+                and name != PARTITION_KEY
+            ):
                 attributes[name] = _attribute(raw)
     key = fields.get("key")
     if isinstance(key, str):
