@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -19,8 +20,20 @@ from fault_injection.settings import ChaosSettings, FaultRates, StoreKind
 Rate = Annotated[float, typer.Option(min=0.0, max=1.0)]
 
 
+class Source(StrEnum):
+    """Where the workload comes from: the deployed Orders queue, or a Kinesis stream."""
+
+    SQS = "sqs"
+    KINESIS = "kinesis"
+
+
 def chaos_cmd(
-    messages: Annotated[int, typer.Option(min=1, help="Messages to send per consumer.")] = 10_000,
+    messages: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Messages (kinesis: records) per consumer. Default 10000 (kinesis: 3000)."
+        ),
+    ] = None,
     consumers: Annotated[
         str | None,
         typer.Option(
@@ -55,14 +68,21 @@ def chaos_cmd(
         typer.Option(
             min=0.0,
             max=1.0,
-            help="PostgreSQL only: share of the store's acquire, write, completion and commit "
-            "statements applied, then their reply lost.",
+            help="PostgreSQL: share of the store's acquire, write, completion and commit "
+            "statements applied, then their reply lost (kinesis: of the layer's DynamoDB "
+            "requests).",
         ),
     ] = 0.01,
     delete_failure: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Share of SQS deletes dropped.")
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="Share of SQS deletes dropped (kinesis: of checkpoints)."
+        ),
     ] = 0.03,
-    workers: Annotated[int, typer.Option(min=1, max=16, help="Worker processes.")] = 6,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, max=16, help="Worker processes. Default 6 (kinesis: 3 pollers)."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for the plan and the injectors.")] = 7,
     work_ms: Annotated[int, typer.Option(min=0, help="Simulated I/O per record (ms).")] = 5,
     pause: Annotated[
@@ -81,6 +101,15 @@ def chaos_cmd(
             "--markdown docs/chaos-postgres.md)."
         ),
     ] = StoreKind.DYNAMODB,
+    source: Annotated[
+        Source,
+        typer.Option(
+            help="sqs: the deployed Orders queue. kinesis: a Kinesis stream read by pollers "
+            "that lease its shards, with the order per shard checked too (write its page with "
+            "--markdown docs/chaos-kinesis.md)."
+        ),
+    ] = Source.SQS,
+    shards: Annotated[int, typer.Option(min=1, max=16, help="kinesis: the stream's shards.")] = 4,
     lock_off: Annotated[
         bool,
         typer.Option(
@@ -96,31 +125,52 @@ def chaos_cmd(
     Exits 1 when the layer's consumer (`layer`) breaks an invariant; the other consumers are
     measured for comparison.
     """
+    rates = FaultRates(
+        duplicates=duplicates,
+        poison=poison,
+        transient=transient,
+        crash=crash,
+        zombie=zombie,
+        throttle=throttle,
+        delete_failure=delete_failure,
+        lost_reply=lost_reply,
+    )
+    if lock_off and markdown is not None:
+        raise typer.BadParameter(
+            "a --lock-off run is a self-test: it writes no docs page", param_hint="--markdown"
+        )
+    if source is Source.KINESIS:
+        if store is not StoreKind.DYNAMODB:
+            raise typer.BadParameter("the kinesis run is on DynamoDB", param_hint="--store")
+        from exactly_once_cli.chaos_kinesis import run_kinesis
+
+        apply_lock_off(lock_off)  # the pollers inherit it; an inherited one is refused
+        run_kinesis(
+            records=messages,
+            consumers=consumers,
+            rates=rates,
+            shards=shards,
+            workers=workers,
+            seed=seed,
+            work_ms=work_ms,
+            pause=pause,
+            timeout=timeout,
+            markdown=markdown,
+            lock_off=lock_off,
+        )
+        return
     console = stdout()
     settings = ChaosSettings(
-        messages=messages,
-        rates=FaultRates(
-            duplicates=duplicates,
-            poison=poison,
-            transient=transient,
-            crash=crash,
-            zombie=zombie,
-            throttle=throttle,
-            delete_failure=delete_failure,
-            lost_reply=lost_reply,
-        ),
+        messages=messages or 10_000,
+        rates=rates,
         seed=seed,
-        workers=workers,
+        workers=workers or 6,
         work_ms=work_ms,
         pause_s=pause,
         drain_timeout_s=timeout,
         store=store,
         lock_off=lock_off,
     )
-    if lock_off and markdown is not None:
-        raise typer.BadParameter(
-            "a --lock-off run is a self-test: it writes no docs page", param_hint="--markdown"
-        )
     if store is StoreKind.POSTGRES and markdown is not None and markdown.name == "chaos.md":
         raise typer.BadParameter(
             "docs/chaos.md is the DynamoDB run's page; write this one to docs/chaos-postgres.md",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fault_injection import accounting
-from fault_injection.stream_feed import Position
+from fault_injection.stream_feed import Placed
 from fault_injection.stream_workload import RecordKind, StreamPlan
 
 if TYPE_CHECKING:
@@ -164,10 +164,10 @@ def longest_increasing(values: list[int]) -> set[int]:
 
 
 def out_of_order(
-    plan: StreamPlan, positions: list[Position], executions: dict[str, list[Execution]]
+    plan: StreamPlan, positions: list[Placed], executions: dict[str, list[Execution]]
 ) -> tuple[int, dict[str, list[str]]]:
     """(orders placed, shard -> orders whose first effect breaks their shard's sequence)."""
-    first: dict[str, Position] = {}
+    first: dict[str, Placed] = {}
     for record, position in zip(plan.records, positions, strict=True):
         if record.key in plan.keys and record.key not in first:
             first[record.key] = position
@@ -190,7 +190,7 @@ def out_of_order(
 
 def account(
     plan: StreamPlan,
-    positions: list[Position],
+    positions: list[Placed],
     executions: dict[str, list[Execution]],
     letters: list[Letter],
     unfinished: tuple[list[str], list[str]],

@@ -1,13 +1,12 @@
-"""The Kinesis side of the chaos run: the stream, the producer's puts, a shard's batch as Lambda
-hands it to the function.
+"""The producer's side of the Kinesis chaos run: the stream and the puts.
 
 Records are put in plan order (PutRecords keeps a request's order within each shard), and each
-put's shard and sequence number are kept: the books order a shard's effects by them.
+put's shard and sequence number are kept: the books order a shard's effects by them. (Reading
+the shards as Lambda does is `local_aws.stream_shards`'s, in the pollers.)
 """
 
 from __future__ import annotations
 
-import base64
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ PUT_CHUNK = 500  # PutRecords' limit
 
 
 @dataclass(frozen=True)
-class Position:
+class Placed:
     shard: str
     sequence: str
 
@@ -43,12 +42,10 @@ def create_stream(kinesis: KinesisClient, name: str, shards: int) -> tuple[str, 
         time.sleep(0.2)
 
 
-def put_records(
-    kinesis: KinesisClient, stream: str, records: list[PlannedRecord]
-) -> list[Position]:
+def put_records(kinesis: KinesisClient, stream: str, records: list[PlannedRecord]) -> list[Placed]:
     """Put every record, in order; its position, by plan index. A record the stream refused is
     put again on its own before the next chunk (as a producer's retry would, keeping order)."""
-    positions: list[Position] = []
+    positions: list[Placed] = []
     for start in range(0, len(records), PUT_CHUNK):
         chunk = records[start : start + PUT_CHUNK]
         answer = kinesis.put_records(
@@ -60,69 +57,7 @@ def put_records(
                 single = kinesis.put_record(
                     StreamName=stream, Data=record.data, PartitionKey=record.partition_key
                 )
-                positions.append(Position(single["ShardId"], single["SequenceNumber"]))
+                positions.append(Placed(single["ShardId"], single["SequenceNumber"]))
             else:
-                positions.append(Position(result["ShardId"], result["SequenceNumber"]))
+                positions.append(Placed(result["ShardId"], result["SequenceNumber"]))
     return positions
-
-
-def read_batch(
-    kinesis: KinesisClient, stream: str, shard: str, checkpoint: str | None, limit: int
-) -> list[dict[str, Any]]:
-    """Up to `limit` records after the checkpoint (from the shard's start without one)."""
-    if checkpoint is None:
-        iterator = kinesis.get_shard_iterator(
-            StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-    else:
-        iterator = kinesis.get_shard_iterator(
-            StreamName=stream,
-            ShardId=shard,
-            ShardIteratorType="AFTER_SEQUENCE_NUMBER",
-            StartingSequenceNumber=checkpoint,
-        )["ShardIterator"]
-    return list(kinesis.get_records(ShardIterator=iterator, Limit=limit)["Records"])
-
-
-def lambda_record(
-    record: dict[str, Any], shard: str, stream_arn: str, region: str
-) -> dict[str, Any]:
-    """A GetRecords record in the shape of a Lambda Kinesis event's record."""
-    arrival = record.get("ApproximateArrivalTimestamp")
-    return {
-        "kinesis": {
-            "kinesisSchemaVersion": "1.0",
-            "partitionKey": record["PartitionKey"],
-            "sequenceNumber": record["SequenceNumber"],
-            "data": base64.b64encode(record["Data"]).decode("ascii"),
-            "approximateArrivalTimestamp": arrival.timestamp() if arrival else time.time(),
-        },
-        "eventSource": "aws:kinesis",
-        "eventVersion": "1.0",
-        "eventID": f"{shard}:{record['SequenceNumber']}",
-        "eventName": "aws:kinesis:record",
-        "invokeIdentityArn": "arn:aws:iam::123456789012:role/chaos-consumer",
-        "awsRegion": region,
-        "eventSourceARN": stream_arn,
-    }
-
-
-def checkpoint_after(records: list[dict[str, Any]], response: Any) -> str | None:
-    """Where the shard's checkpoint moves after an invocation: the record before the lowest
-    reported failure, or the batch's last record; None when the first record failed (or the
-    response cannot be read: the whole batch is retried, as Lambda does)."""
-    if not records:
-        return None
-    sequences = [r["kinesis"]["sequenceNumber"] for r in records]
-    if not isinstance(response, dict) or not isinstance(response.get("batchItemFailures"), list):
-        return None
-    failed: list[int] = []
-    for item in response["batchItemFailures"]:
-        identifier = item.get("itemIdentifier") if isinstance(item, dict) else None
-        if not isinstance(identifier, str) or identifier not in sequences:
-            return None  # Lambda fails the whole batch on an identifier it cannot place
-        failed.append(sequences.index(identifier))
-    if not failed:
-        return str(sequences[-1])
-    first = min(failed)
-    return str(sequences[first - 1]) if first > 0 else None

@@ -24,7 +24,7 @@ from fault_injection import accounting, stream_accounting
 from fault_injection.consumers import Library
 from fault_injection.events import EVENT_DIR_ENV, read_events
 from fault_injection.shard_leases import ShardLeases, create_lease_table
-from fault_injection.stream_feed import Position, create_stream, put_records
+from fault_injection.stream_feed import Placed, create_stream, put_records
 from fault_injection.stream_worker import StreamWorkerSpec, worker_main
 from fault_injection.stream_workload import KinesisSettings, StreamPlan
 from fault_injection.supervisor import PoolStats, WorkerPool
@@ -252,7 +252,7 @@ def run_stream_consumer(
     return run
 
 
-def _last_positions(positions: list[Position]) -> dict[str, int]:
+def _last_positions(positions: list[Placed]) -> dict[str, int]:
     last: dict[str, int] = {}
     for position in positions:
         last[position.shard] = max(last.get(position.shard, 0), position.number)

@@ -3,7 +3,11 @@ faults around its steps.
 
 Each poller holds up to its share of the shards (shard_leases: one poller per shard at a time)
 and, for each, renews the lease, reads a batch after the checkpoint, invokes the function and
-moves the checkpoint to the record before the lowest reported failure (or past the batch). The
+moves the checkpoint to the record before the lowest reported failure (or past the batch).
+Reading a shard into Lambda's event records and reading the response as Lambda does are
+`local_aws.stream_shards` and `stream_failures.read_response` (the local mapping's own);
+`local_aws.stream_poller` itself keeps its checkpoints in one process's memory, where these
+must survive a kill and be fenced against a zombie, so the loop here is the chaos run's. The
 faults: the business function kills or freezes the process at its planned points (before or
 after the effect, or, here, after the batch and before its checkpoint), the layer's DynamoDB
 client meets throttles and lost replies (botocore hooks), and a share of the checkpoints is
@@ -13,6 +17,7 @@ their leases expire, from the last checkpoint.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -21,6 +26,7 @@ import threading
 import time
 import traceback
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +37,13 @@ from exactly_once_ops.lambda_context import LocalLambdaContext
 from fault_injection import events, injection
 from fault_injection.lost_replies import install_lost_replies
 from fault_injection.shard_leases import Lease, ShardLeases
-from fault_injection.stream_feed import checkpoint_after, lambda_record, read_batch
 from fault_injection.stream_workload import BEFORE_CHECKPOINT
 from fault_injection.throttling import install_throttling
 from fault_injection.worker import Flag, Handler, load_handler
 from local_aws import lock_off
 from local_aws.poller import redirect_output
+from local_aws.stream_failures import Verdict, read_response
+from local_aws.stream_shards import KinesisShards, Position
 
 FUNCTION_NAME = "chaos-kinesis-orders"
 
@@ -75,6 +82,8 @@ def worker_main(spec: StreamWorkerSpec, index: int, generation: int, stop: Flag)
     rng = random.Random(f"{spec.seed}/{index}/{generation}")
     handler = _load_with_faults(spec, random.Random(rng.random()))
     kinesis = boto3.client("kinesis")
+    region = kinesis.meta.region_name
+    source = KinesisShards(kinesis, spec.stream, region, stream_arn=spec.stream_arn)
     leases = ShardLeases(
         boto3.client("dynamodb"), spec.lease_table, str(os.getpid()), spec.shard_lease_s
     )
@@ -87,7 +96,7 @@ def worker_main(spec: StreamWorkerSpec, index: int, generation: int, stop: Flag)
             for shard in list(held):
                 if stop.value:
                     break
-                busy |= _poll(spec, kinesis, leases, held, shard, handler, rng)
+                busy |= _poll(spec, source, leases, held, shard, handler, rng)
             if not busy:
                 time.sleep(0.1)
         except Exception:  # keep polling, as Lambda's poller does after errors
@@ -128,7 +137,7 @@ def _take_one(leases: ShardLeases, held: dict[str, Lease], share: int, rng: rand
 
 def _poll(
     spec: StreamWorkerSpec,
-    kinesis: Any,
+    source: KinesisShards,
     leases: ShardLeases,
     held: dict[str, Lease],
     shard: str,
@@ -142,56 +151,52 @@ def _poll(
         del held[shard]
         return False
     held[shard] = lease
-    raw = read_batch(kinesis, spec.stream, shard, lease.checkpoint, spec.batch_size)
-    if not raw:
+    start = Position() if lease.checkpoint is None else Position.after(lease.checkpoint)
+    iterator = source.iterator(shard, start)
+    batch = [] if iterator is None else source.read(shard, iterator, spec.batch_size).records
+    if not batch:
         return False
-    region = kinesis.meta.region_name
-    records = [lambda_record(r, shard, spec.stream_arn, region) for r in raw]
     started = time.monotonic()
     context = LocalLambdaContext(FUNCTION_NAME, timeout_s=spec.function_timeout_s)
     try:
-        response = handler({"Records": records}, context)
+        response = handler({"Records": [dict(r.event_record) for r in batch]}, context)
+        verdict = read_response(response, batch, report_failures=True)
     except Exception:  # a crash of the function: the whole batch is retried
         traceback.print_exc()
-        response = None
+        verdict = Verdict(0, function_error=True)
     handled = time.monotonic()
-    checkpoint = checkpoint_after(records, response)
-    done = [] if checkpoint is None else raw[: _index(raw, checkpoint) + 1]
+    done = batch if verdict.first_failed is None else batch[: verdict.first_failed]
     for record in done:
-        injection.at_point(_body(record), BEFORE_CHECKPOINT, None, 1)
-    dropped = checkpoint is not None and rng.random() < spec.checkpoint_drop_rate
+        injection.at_point(_body(record.event_record), BEFORE_CHECKPOINT, None, 1)
+    dropped = bool(done) and rng.random() < spec.checkpoint_drop_rate
     refused = False
-    if checkpoint is not None and not dropped:
-        moved = leases.checkpoint(lease, checkpoint)
+    if done and not dropped:
+        moved = leases.checkpoint(lease, done[-1].sequence)
         if moved is None:  # another poller has the shard: this one was a zombie
             refused = True
-            events.record("checkpoint-refused", shard=shard, sequence=checkpoint)
+            events.record("checkpoint-refused", shard=shard, sequence=done[-1].sequence)
             del held[shard]
         else:
             held[shard] = moved
     results = getattr(handler, "last_results", None) or []
-    failures = response.get("batchItemFailures") if isinstance(response, dict) else None
     events.record(
         "batch",
         shard=shard,
-        received=len(records),
+        received=len(batch),
         done=len(done),
-        reported_failed=len(failures) if isinstance(failures, list) else len(records),
+        function_error=int(verdict.function_error),
         checkpoint_dropped=int(dropped),
         checkpoint_refused=int(refused),
         outcomes=dict(Counter(str(r.outcome) for r in results)),
         takeovers=sum(bool(getattr(r, "takeover", False)) for r in results),
         handler_s=round(handled - started, 3),
     )
-    return checkpoint is not None and not dropped and not refused
+    return bool(done) and not dropped and not refused
 
 
-def _index(raw: list[dict[str, Any]], sequence: str) -> int:
-    return [r["SequenceNumber"] for r in raw].index(sequence)
-
-
-def _body(record: dict[str, Any]) -> Any:
+def _body(event_record: Mapping[str, Any]) -> Any:
     try:
-        return json.loads(bytes(record["Data"]).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        data = base64.b64decode(str(event_record["kinesis"]["data"]))
+        return json.loads(data.decode("utf-8"))
+    except (KeyError, ValueError, UnicodeDecodeError):
         return None
