@@ -5,7 +5,8 @@
 A stream consumer is an `AWS::Lambda::EventSourceMapping` whose EventSourceArn is a Kinesis
 stream of the stack (`Fn::GetAtt [<stream>, Arn]`). Its id is the construct's (the metadata's
 "id" when a construct wrote one, else the mapping's parent in its CDK path:
-"Stack/OrderStream/EventSourceMapping/Resource" -> "OrderStream"), which is also the prefix of
+"Stack/OrderStream/EventSourceMapping/Resource" -> "OrderStream", or of its logical id
+"OrderStreamEventSourceMapping869864E2" without path metadata), which is also the prefix of
 its outputs. Locally the mapping is disabled (moto would try to run the function in Docker);
 `local_aws.stream_poller` reads the shards in its place with the mapping's own settings.
 """
@@ -13,6 +14,7 @@ its outputs. Locally the mapping is disabled (moto would try to run the function
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +96,9 @@ def _consumer_id(mapping_id: str, mapping: Mapping[str, Any], function: Mapping[
     path = str((mapping.get("Metadata") or {}).get("aws:cdk:path") or "").split("/")
     if len(path) >= 3 and path[-2] == "EventSourceMapping":
         return path[-3]
-    return mapping_id
+    # Synthesized without path metadata: the logical id is the path's ids and a hash.
+    found = re.fullmatch(r"(.+)EventSourceMapping[0-9A-F]{8}", mapping_id)
+    return found.group(1) if found else mapping_id
 
 
 @dataclass(frozen=True)

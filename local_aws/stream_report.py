@@ -137,8 +137,8 @@ def describe_stream(report: StreamReport) -> list[tuple[str, str]]:
     """The stream table's rows: (what, how many)."""
     sent = report.sent
     c = Counter(report.counts)
-    detail = ", ".join(f"{k}: {v}" for k, v in sorted(report.dead_letters.items())) or "none"
     ledger = report.ledger
+    reasons = [(f"  because {why}", str(n)) for why, n in sorted(report.dead_letters.items())]
     return [
         ("records put", str(sent.put)),
         ("  of which an order put again", str(sent.duplicates)),
@@ -151,7 +151,8 @@ def describe_stream(report: StreamReport) -> list[tuple[str, str]]:
         ("duplicates suppressed", str(c["duplicate"])),
         ("transient failures retried", str(c["failed"])),
         ("records behind a failure, left for the retry", str(c["skipped"])),
-        (f"in {sent.consumer} DLQ", f"{report.dead_lettered} ({detail})"),
+        (f"in {sent.consumer} DLQ", str(report.dead_lettered)),
+        *reasons,
         ("batches given up (on-failure queue)", str(report.on_failure)),
         (
             f"keys executed exactly once (scope {report.scope})",

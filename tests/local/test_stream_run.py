@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,7 +25,13 @@ from local_aws import lock_off
 from local_aws.demo import DynamoLedger
 from local_aws.stream_failures import SqsDestination
 from local_aws.stream_poller import MappingSettings, StreamPoller
-from local_aws.stream_report import StreamReport, build_stream_report, order_violations
+from local_aws.stream_report import (
+    StreamReport,
+    build_stream_report,
+    describe_stream,
+    order_violations,
+    stream_verdict,
+)
 from local_aws.stream_workload import StreamWorkload, plan_stream, put_stream_workload
 from tests.local.stream_support import KinesisStream
 
@@ -141,6 +148,13 @@ def test_the_stream_verdict_holds_with_the_lock(
     assert report.out_of_order == []
     assert report.on_failure == 0
     assert report.ok
+    assert stream_verdict(report).startswith("STREAM EXACTLY ONCE: 28/28 orders executed once")
+    rows = dict(describe_stream(report))
+    assert rows["  because NonJsonBody"] == rows["  because PermanentError"] == "1"
+    # the same ledger with a customer's orders out of order, or a batch given up, fails
+    for broken in (replace(report, out_of_order=["customer-1"]), replace(report, on_failure=1)):
+        assert not broken.ok
+        assert stream_verdict(broken).startswith("STREAM CHECK FAILED")
 
 
 def test_the_stream_verdict_fails_with_the_lock_off(
