@@ -179,3 +179,31 @@ def test_with_the_library_the_same_scenario_is_clean(
     assert mapping.done()
     assert verdict(BITE_PLAN, handler.effects) == []
     assert [e[0] for e in handler.effects.done] == ["o0", "o1", "o2"]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@settings(
+    max_examples=2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    keys=st.lists(st.sampled_from([f"k{n}" for n in range(20)]), min_size=60, max_size=60),
+    fails=st.dictionaries(st.sampled_from([f"k{n}" for n in range(20)]), st.integers(0, 2)),
+)
+def test_batches_of_several_waves_keep_order_and_exactly_once(
+    source: str,
+    keys: list[str],
+    fails: dict[str, int],
+    ddb: DynamoDBClient,
+    idempotency_table: str,
+) -> None:
+    """Batches past one wave (sqs/waves.py WAVE = 25), where a repeated key holds the rest of
+    its shard back to a later wave: two shards of 30 records, delivered 30 at a time."""
+    plan = [Planned(n % 2, n // 2, key) for n, key in enumerate(keys)]
+    mapping = Mapping(source, plan, batch_size=30)
+    handler = Failing(fails, mapping.where)
+    consumer = consumer_for(ddb, idempotency_table, handler)
+    mapping.run(invoker(consumer), rounds_for(plan, fails))
+    assert mapping.done()
+    assert verdict(plan, handler.effects) == []

@@ -1,11 +1,13 @@
 """Defects found by a review of the stream consumer (issue 28), each a test of what should
-happen. Each is marked `xfail(strict=True)` with where the defect is: when it is fixed the
-test passes, the strict mark then fails the run, and the mark comes off with the fix.
+happen. One still open is marked `xfail(strict=True)` with where the defect is: when it is
+fixed the test passes, the strict mark then fails the run, and the mark comes off with the
+fix (as it did for Kafka header names SQS refuses, and a header named 'partition-key').
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -13,7 +15,13 @@ import pytest
 from exactly_once import Outcome, PermanentError, RecordContext
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from tests.streams.conftest import MakeStreamConsumer, dead_letters, reason_of
-from tests.streams.stream_events import kafka_event, kafka_record, kinesis_record, records_event
+from tests.streams.stream_events import (
+    dynamodb_record,
+    kafka_event,
+    kafka_record,
+    kinesis_record,
+    records_event,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -27,12 +35,6 @@ def refuse(payload: Any, ctx: RecordContext) -> None:
     raise PermanentError(f"refused {payload.get('orderId')!r}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="streams/records.py _kafka_attributes passes Kafka header names to the DLQ send "
-    "as SQS attribute names (sqs/dead_letter.py _originals keeps any name); SQS refuses names "
-    "outside [A-Za-z0-9_.-], so the send fails and the record is reported failed forever",
-)
 @pytest.mark.parametrize("name", ["content type", "x/y", "été", "\ud83d", ""])
 def test_a_kafka_record_whose_header_name_sqs_refuses_still_reaches_the_dlq(
     name: str, build: MakeStreamConsumer, sqs: SQSClient, dlq_url: str
@@ -50,13 +52,22 @@ def test_a_kafka_record_whose_header_name_sqs_refuses_still_reaches_the_dlq(
     assert "refused 'h'" in reason_of(letter)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="streams/records.py _kafka_attributes: a header named 'partition-key' (or an "
-    "'eo-failure' header's packed overflow, via SqsMessage.of) stands in for a missing or "
-    "unreadable record key, so key='attribute:partition-key' takes the producer's header",
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "header",
+        pytest.param(
+            "packed",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="sqs/messages.py SqsMessage.of restores attributes from an 'eo-failure' "
+                "value's packed overflow; streams/records.py _kafka_record passes a Kafka "
+                "header named 'eo-failure' to it, so a producer's header can still supply "
+                "'partition-key' to a record whose key is missing or not base64",
+            ),
+        ),
+    ],
 )
-@pytest.mark.parametrize("forged", ["header", "packed"])
 def test_a_kafka_header_never_stands_in_for_the_record_key(
     forged: str, build: MakeStreamConsumer, sqs: SQSClient, dlq_url: str
 ) -> None:
@@ -137,3 +148,54 @@ def test_a_kafka_event_whose_records_cannot_be_read_fails_whole(
     response = consumer(event, context())
     assert response == {"batchItemFailures": [{"itemIdentifier": ""}]}
     assert ran == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="sqs/waves.py _next_wave fills a wave with the first 25 records in event order; a "
+    "Kafka event lists its partitions one after another, so a partition with 25 records or "
+    "more takes the whole wave and the next partition waits for the wave's end: partitions "
+    "run one after another, not BATCH_CONCURRENCY at once",
+)
+def test_kafka_partitions_with_many_records_each_still_run_at_the_same_time(
+    build: MakeStreamConsumer,
+) -> None:
+    """Each partition's first record waits at a barrier for the other's: both must be running
+    at once. (The barrier's timeout only ends a run that never meets; nothing is timed.)"""
+    meet = threading.Barrier(2, timeout=5)
+    ran: list[str] = []
+
+    def handler(payload: Any, ctx: RecordContext) -> None:
+        if payload["orderId"].endswith("-0"):
+            meet.wait()
+        ran.append(payload["orderId"])
+
+    consumer = build(handler, concurrency=4)
+    records = [
+        kafka_record({"orderId": f"p{p}-{n}"}, n, partition=p) for p in (0, 1) for n in range(30)
+    ]
+    assert consumer(kafka_event(*records), context()) == {"batchItemFailures": []}
+    assert len(ran) == 60
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="streams/records.py _dynamodb_record: an image that is not DynamoDB JSON gets "
+    "body=None, so its dead letter says '(empty body)': the record's data is not kept, and the "
+    "table's stream holds it for 24 hours only",
+)
+@pytest.mark.parametrize(
+    ("attribute", "kept"),
+    [({"N": "1e999"}, "1e999"), ({"S": "a", "N": "2"}, '"N": "2"'), ({"X": "forged"}, "forged")],
+)
+def test_a_dynamodb_record_with_an_unreadable_image_is_dead_lettered_with_its_data(
+    attribute: dict[str, str], kept: str, build: MakeStreamConsumer, sqs: SQSClient, dlq_url: str
+) -> None:
+    """Poison goes to the DLQ with its reason AND its data (as Kinesis and Kafka data that is
+    not base64 or not UTF-8 is kept as it arrived): the image, as the record carried it."""
+    consumer = build(refuse)
+    record = dynamodb_record({"orderId": {"S": "o1"}, "v": attribute}, 0)
+    assert consumer(records_event(record), context()) == {"batchItemFailures": []}
+    (letter,) = dead_letters(sqs, dlq_url)
+    assert "not DynamoDB JSON" in reason_of(letter)
+    assert kept in letter["body"]
