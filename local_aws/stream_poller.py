@@ -34,7 +34,13 @@ from local_aws.stream_failures import (
     invocation_record,
     read_response,
 )
-from local_aws.stream_shards import Position, Shard, ShardSource, StreamRecord
+from local_aws.stream_shards import (
+    AFTER_SEQUENCE_NUMBER,
+    Position,
+    Shard,
+    ShardSource,
+    StreamRecord,
+)
 
 Handler = Callable[[Any, Any], Any]
 WINDOW_POLL_S = 0.2  # how often a batching window polls its shard again
@@ -207,9 +213,21 @@ class StreamPoller:
             if remaining <= 0 or len(records) >= self.settings.batch_size:
                 break
             self.sleep(min(WINDOW_POLL_S, remaining))
-        if iterator is None and not records:
+        if not records and (iterator is None or self._read_to_its_end(state)):
             state.ended = True
         return records
+
+    @staticmethod
+    def _read_to_its_end(state: ShardState) -> bool:
+        """A closed shard whose checkpoint is past its last record (Kinesis returns no next
+        iterator there; moto keeps returning one)."""
+        ending = state.shard.ending_sequence
+        position = state.position
+        if ending is None or position.sequence is None:
+            return False
+        if position.kind == AFTER_SEQUENCE_NUMBER:
+            return int(position.sequence) >= int(ending)
+        return int(position.sequence) > int(ending)  # AT: that record is still to do
 
     def _drop_expired(
         self, state: ShardState, batch: list[StreamRecord], from_pending: bool

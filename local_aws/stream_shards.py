@@ -44,7 +44,12 @@ class Position:
 class Shard:
     shard_id: str
     parent_id: str | None = None
-    closed: bool = False  # no more records will be written (an ending sequence number is set)
+    # set once the shard is closed (after a reshard): its last record's sequence number
+    ending_sequence: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self.ending_sequence is not None
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ class KinesisShards:
                     Shard(
                         shard["ShardId"],
                         shard.get("ParentShardId"),
-                        closed="EndingSequenceNumber" in shard.get("SequenceNumberRange", {}),
+                        shard.get("SequenceNumberRange", {}).get("EndingSequenceNumber"),
                     )
                 )
             token = page.get("NextToken")
@@ -206,7 +211,7 @@ class DynamoDBStreamShards:
                     Shard(
                         shard["ShardId"],
                         shard.get("ParentShardId"),
-                        closed="EndingSequenceNumber" in shard.get("SequenceNumberRange", {}),
+                        shard.get("SequenceNumberRange", {}).get("EndingSequenceNumber"),
                     )
                 )
             last = description.get("LastEvaluatedShardId")

@@ -396,3 +396,37 @@ def test_order_is_kept_per_shard_through_failures(moto_endpoint: str) -> None:
     assert sorted(orders_done) == sorted(f"o{i}" for i in range(40))
     for orders in written.values():
         assert [o for o in orders_done if o in orders] == orders
+
+
+def test_a_closed_shard_ends_at_its_last_record_and_its_children_follow(
+    moto_endpoint: str,
+) -> None:
+    """After a reshard the parent is closed; a child is read only once the parent is read to
+    its end, its last sequence number (moto keeps handing out a next iterator there, where
+    Kinesis hands out none). moto writes every record to the parent, even after the reshard,
+    so the children are seen polled, not read."""
+    stream = KinesisStream(moto_endpoint)
+    stream.put_all(["o1", "o2", "o3"])
+    stream.client.update_shard_count(
+        StreamName=stream.stream_name, TargetShardCount=2, ScalingType="UNIFORM_SCALING"
+    )
+    stream.put_all(["o4", "o5"])
+    shards = stream.source.shards()
+    (parent,) = [s for s in shards if s.closed]
+    children = {s.shard_id for s in shards if s.parent_id == parent.shard_id}
+    assert len(children) == 2
+    opened: list[str] = []
+    iterator = stream.source.iterator
+
+    def recording(shard_id: str, position: Position) -> str | None:
+        opened.append(shard_id)
+        return iterator(shard_id, position)
+
+    stream.source.iterator = recording  # type: ignore[method-assign]
+    handler = RecordingHandler()
+    polling = StreamPoller(stream.source, handler, MappingSettings(batch_size=2))
+    polling.run_until_drained()
+    assert handler.batches == [["o1", "o2"], ["o3", "o4"], ["o5"]]
+    assert polling.shard_states[parent.shard_id].ended
+    first_child = min(opened.index(child) for child in children)  # both children polled
+    assert set(opened[:first_child]) == {parent.shard_id}
