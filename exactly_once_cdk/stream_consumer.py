@@ -44,6 +44,7 @@ from exactly_once_cdk.consumer import (
     METRICS_NAMESPACE,
     TIMEOUT,
 )
+from exactly_once_cdk.consumer_rules import queue_name
 from exactly_once_cdk.functions import FunctionOptions, store_function
 from exactly_once_cdk.local_mode import on_local_stack
 from exactly_once_cdk.record_store import RecordStore
@@ -169,10 +170,10 @@ class StreamConsumerBase(Construct):
         self.max_attempts = options.get("max_attempts")
         removal_policy = options.get("removal_policy", RemovalPolicy.RETAIN)
         self.dead_letter_queue = self._queue(
-            "DeadLetterQueue", options.get("dead_letter_queue_props"), removal_policy
+            "DeadLetterQueue", "dlq", options.get("dead_letter_queue_props"), removal_policy
         )
         self.on_failure_queue = self._queue(
-            "OnFailureQueue", options.get("on_failure_queue_props"), removal_policy
+            "OnFailureQueue", "failed", options.get("on_failure_queue_props"), removal_policy
         )
         environment = {"DEAD_LETTER_QUEUE_URL": self.dead_letter_queue.queue_url}
         if self.max_attempts is not None:
@@ -203,12 +204,21 @@ class StreamConsumerBase(Construct):
         self._grant_queues()
 
     def _queue(
-        self, construct_id: str, props: Mapping[str, Any] | None, removal: RemovalPolicy
+        self,
+        construct_id: str,
+        suffix: str,
+        props: Mapping[str, Any] | None,
+        removal: RemovalPolicy,
     ) -> sqs.Queue:
+        """Named "<stack>-<id>-<suffix>" as the other constructs' queues are (checked against
+        SQS's 80 characters at synth), so an operator finds them by their consumer's name."""
         queue = sqs.Queue(
             self,
             construct_id,
             **{
+                "queue_name": queue_name(
+                    f"{Stack.of(self).stack_name}-{self.name}-{suffix}", fifo=False
+                ),
                 "encryption": sqs.QueueEncryption.SQS_MANAGED,
                 "enforce_ssl": True,
                 "retention_period": DLQ_RETENTION,

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from infra.consumers import CONSUMERS, ROOT
+from infra.streams import STREAMS
 
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 
@@ -32,7 +33,7 @@ def test_cli_synth_with_cdk_json(tmp_path: Path) -> None:
     mappings = [
         r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
     ]
-    assert len(mappings) == len(CONSUMERS)
+    assert len(mappings) == len(CONSUMERS) + len(STREAMS)  # queues, then Kinesis streams
     assert all(m["Properties"]["Enabled"] is True for m in mappings)
 
 

@@ -67,7 +67,8 @@ def test_local_template_needs_no_bootstrap_and_maps_nothing(deployed: Deployed) 
     mappings = [
         r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
     ]
-    assert [m["Properties"]["Enabled"] for m in mappings] == [False, False]
+    # The two queues' and the Kinesis stream's (the local stack's pollers read them instead).
+    assert [m["Properties"]["Enabled"] for m in mappings] == [False, False, False]
 
 
 @pytest.mark.parametrize(("cid", "fifo"), [("Orders", False), ("Payments", True)])
@@ -123,7 +124,11 @@ def test_mappings_are_disabled_so_moto_never_consumes(deployed: Deployed) -> Non
     lam, sqs = deployed.client("lambda"), deployed.client("sqs")
     mappings = lam.list_event_source_mappings()["EventSourceMappings"]
     assert sorted(m["EventSourceArn"] for m in mappings) == sorted(
-        [deployed.outputs["OrdersQueueArn"], deployed.outputs["PaymentsQueueArn"]]
+        [
+            deployed.outputs["OrdersQueueArn"],
+            deployed.outputs["PaymentsQueueArn"],
+            deployed.outputs["OrderStreamStreamArn"],
+        ]
     )
     assert {m["State"] for m in mappings} == {"Disabled"}
     url = deployed.outputs["OrdersQueueUrl"]
@@ -192,7 +197,8 @@ def test_redeploy_updates_in_place(deployed: Deployed) -> None:
     )["Subscriptions"]
     assert len(subscriptions) == 1  # not subscribed twice
     mappings = deployed.client("lambda").list_event_source_mappings()["EventSourceMappings"]
-    assert {m["BatchSize"] for m in mappings} == {5}
+    # batchSize is the queues' (a stream's mapping keeps its own 100).
+    assert {m["BatchSize"] for m in mappings if ":sqs:" in m["EventSourceArn"]} == {5}
 
 
 def test_a_failed_deploy_says_why(deployed: Deployed) -> None:

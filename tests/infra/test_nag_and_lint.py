@@ -61,7 +61,7 @@ def acknowledgments(synth: Synth) -> list[tuple[str, str, str]]:
 # a subscriber's DLQ and a stream consumer's two queues (its DLQ, its mapping's on-failure
 # destination) are dead-letter queues in ways nag does not recognize, and the runtime is
 # the one the layer's bytecode is compiled for (3.13 by default; 3.14 needs none).
-ACKNOWLEDGED = {
+ACKNOWLEDGED: dict[str, tuple[str | tuple[str, ...], str]] = {
     "AwsSolutions-IAM5[Resource::*]": ("FunctionRole", "xray"),
     "AwsSolutions-SQS3": (("DeadLetterQueue", "OnFailureQueue"), "dead-letter queue"),
     "AwsSolutions-L1": ("Function", "compiled by the target's own interpreter"),

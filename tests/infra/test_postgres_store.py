@@ -20,6 +20,7 @@ from exactly_once_cdk.postgres_jobs import CLEANUP_HANDLER, MIGRATE_HANDLER
 from exactly_once_cdk.postgres_store import DATABASE_NAME, DATABASE_USER
 from infra.apis import APIS
 from infra.consumers import CONSUMERS
+from infra.streams import STREAMS
 from infra.topics import TOPICS
 from tests.infra.conftest import Synth
 from tests.infra.test_nag_and_lint import acknowledgments, nag_violations
@@ -30,6 +31,7 @@ ENTRY_POINTS = (
     *(c.id for c in CONSUMERS),
     *(a.id for a in APIS),
     *(s.id for t in TOPICS for s in t.subscribers),
+    *(s.id for s in STREAMS),
 )
 # Every function that opens the store: the entry points, the monitor, and the two jobs.
 STORE_FUNCTIONS = (*ENTRY_POINTS, "LockMonitor", "DatabaseSchema", "DatabaseCleanup")
@@ -445,7 +447,12 @@ class TestNagAndLint:
         assert by_rule.pop("AwsSolutions-SMG4") == {"Database/Cluster/Secret"}
         assert "RDS Proxy" in reasons["AwsSolutions-SMG4"][0]
         assert by_rule.pop("AwsSolutions-SQS3") == {
-            f"{sub.id}/DeadLetterQueue" for topic in TOPICS for sub in topic.subscribers
+            *(f"{sub.id}/DeadLetterQueue" for topic in TOPICS for sub in topic.subscribers),
+            *(
+                f"{s.id}/{queue}"
+                for s in STREAMS
+                for queue in ("DeadLetterQueue", "OnFailureQueue")
+            ),
         }
         # Every function in the VPC, each for Lambda's network interfaces (and for X-Ray too
         # where tracing is on).

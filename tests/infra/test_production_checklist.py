@@ -24,6 +24,7 @@ from infra.checkov_scan import ACKNOWLEDGMENTS, load_acknowledgments
 from infra.consumers import CONSUMERS, ROOT
 from infra.settings import Settings
 from infra.stack import stack_tags
+from infra.streams import STREAMS
 from infra.topics import TOPICS
 from tests.infra.conftest import VARIANT_CONTEXT, Synth
 from tests.infra.test_nag_and_lint import nag_violations
@@ -85,9 +86,10 @@ def retained_data(synth: Synth) -> None:
     resources = {
         **synth.resources("AWS::DynamoDB::Table"),
         **synth.resources("AWS::SQS::Queue"),
+        **synth.resources("AWS::Kinesis::Stream"),
     }
     dead_letter = [k for k in resources if "DeadLetterQueue" in k]
-    assert len(dead_letter) == len(CONSUMERS) + len(SUBSCRIBERS)
+    assert len(dead_letter) == len(CONSUMERS) + len(SUBSCRIBERS) + len(STREAMS)
     for logical_id, resource in resources.items():
         assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == (
             "Retain",

@@ -11,6 +11,7 @@ from aws_cdk import Stack
 
 from infra.application import cdk_json_context, create_app
 from infra.stack import PROJECT_TAG
+from infra.streams import STREAMS
 from infra.topics import TOPICS
 from tests.infra.conftest import VARIANT_CONTEXT, Synth
 
@@ -73,7 +74,9 @@ class TestRetention:
         from infra.consumers import CONSUMERS
 
         subscribers = [sub for topic in TOPICS for sub in topic.subscribers]
-        assert len(self.dead_letter_queues(default_synth)) == len(CONSUMERS) + len(subscribers)
+        assert len(self.dead_letter_queues(default_synth)) == (
+            len(CONSUMERS) + len(subscribers) + len(STREAMS)
+        )
 
     @pytest.mark.parametrize(
         ("fixture", "policy"), [("default_synth", "Delete"), ("variant_synth", "Retain")]

@@ -16,6 +16,7 @@ from exactly_once_cdk.tables import IdempotencyTable
 from infra.consumers import CONSUMERS
 from infra.settings import Settings, resolve
 from tests.infra.conftest import Synth, synthesize
+from tests.infra.test_template import ref_id
 
 POLLERS: dict[str, Any] = {"consumers": {"Orders": {"minPollers": 2, "maxPollers": "20"}}}
 ESM = "AWS::Lambda::EventSourceMapping"
@@ -108,8 +109,18 @@ def test_the_construct_refuses_both() -> None:
         )
 
 
+def queue_mappings(synth: Synth) -> dict[str, dict[str, Any]]:
+    """The SQS consumers' mappings (a stream's mapping scales by shard, not by concurrency)."""
+    return {
+        logical_id: mapping
+        for logical_id, mapping in synth.resources(ESM).items()
+        if synth.template["Resources"][ref_id(mapping["Properties"]["EventSourceArn"])]["Type"]
+        == "AWS::SQS::Queue"
+    }
+
+
 def test_the_default_is_max_concurrency_5_everywhere(default_synth: Synth) -> None:
-    mappings = default_synth.resources(ESM)
+    mappings = queue_mappings(default_synth)
     assert len(mappings) == len(CONSUMERS)
     for logical_id, mapping in mappings.items():
         props = mapping["Properties"]
@@ -121,7 +132,7 @@ def test_a_consumer_with_pollers_gets_provisioned_mode_alone(pollers_synth: Synt
     orders = pollers_synth.props(ESM, "OrdersEventSourceMapping")
     assert orders["ProvisionedPollerConfig"] == {"MinimumPollers": 2, "MaximumPollers": 20}
     assert "ScalingConfig" not in orders
-    others = {k: v for k, v in pollers_synth.resources(ESM).items() if not k.startswith("Orders")}
+    others = {k: v for k, v in queue_mappings(pollers_synth).items() if not k.startswith("Orders")}
     assert len(others) == len(CONSUMERS) - 1
     for logical_id, mapping in others.items():
         assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 5}, logical_id

@@ -32,6 +32,7 @@ from exactly_once_cdk.unfinished_work import EXPRESSION, UnfinishedWork
 from infra.apis import APIS
 from infra.consumers import CONSUMERS
 from infra.consumers import by_id as consumer_by_id
+from infra.streams import STREAMS
 from infra.topics import ROOT, TOPICS, by_id, subscriber_by_id
 from tests.infra.conftest import Synth
 from tests.infra.test_nag_and_lint import nag_violations
@@ -407,6 +408,7 @@ class TestUnfinishedWork:
             *(c.scope for c in CONSUMERS),
             *(a.scope for a in APIS),
             *(s.scope for t in TOPICS for s in t.subscribers),
+            *(s.scope for s in STREAMS),
         }
         assert scopes == registry
         assert set(unfinished_alarms(synth)) == scopes
