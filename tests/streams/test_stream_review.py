@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from exactly_once import Outcome, PermanentError, RecordContext
+from exactly_once import Outcome, PermanentError, RecordContext, sqs_consumer
 from exactly_once_ops.lambda_context import LocalLambdaContext
+from tests.stores.pg_support import sqs_record_of
 from tests.streams.conftest import MakeStreamConsumer, dead_letters, reason_of
 from tests.streams.stream_events import (
     dynamodb_record,
@@ -24,6 +25,7 @@ from tests.streams.stream_events import (
 )
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 
@@ -199,3 +201,38 @@ def test_a_dynamodb_record_with_an_unreadable_image_is_dead_lettered_with_its_da
     (letter,) = dead_letters(sqs, dlq_url)
     assert "not DynamoDB JSON" in reason_of(letter)
     assert kept in letter["body"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="sqs/config.py ConsumerConfig.resolve reads STREAM_MAX_ATTEMPTS for every entry "
+    "point, and sqs_consumer (or sns_subscriber) has no max_attempts to override it: a queue "
+    "consumer in an environment that sets it gives records up to the DLQ where SQS's own "
+    "maxReceiveCount should decide",
+)
+def test_a_queue_consumer_does_not_take_the_streams_max_attempts(
+    ddb: DynamoDBClient,
+    sqs: SQSClient,
+    idempotency_table: str,
+    scope: str,
+    dlq_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STREAM_MAX_ATTEMPTS", "1")
+
+    def failing(body: Any, ctx: RecordContext) -> None:
+        raise TimeoutError("transient")
+
+    consumer = sqs_consumer(
+        key="orderId",
+        table_name=idempotency_table,
+        scope=scope,
+        dead_letter_queue_url=dlq_url,
+        dynamodb_client=ddb,
+        sqs_client=sqs,
+    )(failing)
+    record = sqs_record_of({"orderId": "q1"})
+    response = consumer({"Records": [record]}, context())
+    assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    assert consumer.last_results[0].outcome is Outcome.FAILED
+    assert dead_letters(sqs, dlq_url) == []
