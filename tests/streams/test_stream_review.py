@@ -1,7 +1,8 @@
 """Defects found by a review of the stream consumer (issue 28), each a test of what should
-happen. One still open is marked `xfail(strict=True)` with where the defect is: when it is
-fixed the test passes, the strict mark then fails the run, and the mark comes off with the
-fix (as it did for Kafka header names SQS refuses, and a header named 'partition-key').
+happen. Each failed on the code it was written against; the fixes landed with the tests (Kafka
+header names SQS refuses, a header named 'partition-key' or 'eo-failure', a damaged eventID, a
+Kafka event whose records cannot be read, partitions in waves, an unreadable DynamoDB image's
+data, STREAM_MAX_ATTEMPTS read by a queue consumer).
 """
 
 from __future__ import annotations
@@ -58,16 +59,7 @@ def test_a_kafka_record_whose_header_name_sqs_refuses_still_reaches_the_dlq(
     "forged",
     [
         "header",
-        pytest.param(
-            "packed",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="sqs/messages.py SqsMessage.of restores attributes from an 'eo-failure' "
-                "value's packed overflow; streams/records.py _kafka_record passes a Kafka "
-                "header named 'eo-failure' to it, so a producer's header can still supply "
-                "'partition-key' to a record whose key is missing or not base64",
-            ),
-        ),
+        "packed",
     ],
 )
 def test_a_kafka_header_never_stands_in_for_the_record_key(
@@ -98,12 +90,6 @@ def test_a_kafka_header_never_stands_in_for_the_record_key(
     assert "MissingKey" in reason_of(letter)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="streams/records.py _kinesis_record groups by the shard id read from eventID "
-    "(group_id=f'{arn}/{shard}'): a record whose eventID is missing or malformed lands in a "
-    "chain of its own and runs past its shard's failure; a Kinesis batch is one shard",
-)
 def test_a_kinesis_record_with_a_damaged_event_id_still_waits_behind_its_shards_failure(
     build: MakeStreamConsumer,
 ) -> None:
@@ -129,12 +115,6 @@ def test_a_kinesis_record_with_a_damaged_event_id_still_waits_behind_its_shards_
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="streams/records.py _kafka_event: a Kafka event (eventSource aws:kafka) whose "
-    "'records' is not the map by topic-partition reads as no records, and the empty response "
-    "moves every partition past them unrun",
-)
 @pytest.mark.parametrize("shape", ["list", "text", "null"])
 def test_a_kafka_event_whose_records_cannot_be_read_fails_whole(
     shape: str, build: MakeStreamConsumer
@@ -152,13 +132,6 @@ def test_a_kafka_event_whose_records_cannot_be_read_fails_whole(
     assert ran == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sqs/waves.py _next_wave fills a wave with the first 25 records in event order; a "
-    "Kafka event lists its partitions one after another, so a partition with 25 records or "
-    "more takes the whole wave and the next partition waits for the wave's end: partitions "
-    "run one after another, not BATCH_CONCURRENCY at once",
-)
 def test_kafka_partitions_with_many_records_each_still_run_at_the_same_time(
     build: MakeStreamConsumer,
 ) -> None:
@@ -180,12 +153,6 @@ def test_kafka_partitions_with_many_records_each_still_run_at_the_same_time(
     assert len(ran) == 60
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="streams/records.py _dynamodb_record: an image that is not DynamoDB JSON gets "
-    "body=None, so its dead letter says '(empty body)': the record's data is not kept, and the "
-    "table's stream holds it for 24 hours only",
-)
 @pytest.mark.parametrize(
     ("attribute", "kept"),
     [({"N": "1e999"}, "1e999"), ({"S": "a", "N": "2"}, '"N": "2"'), ({"X": "forged"}, "forged")],
@@ -203,13 +170,6 @@ def test_a_dynamodb_record_with_an_unreadable_image_is_dead_lettered_with_its_da
     assert kept in letter["body"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sqs/config.py ConsumerConfig.resolve reads STREAM_MAX_ATTEMPTS for every entry "
-    "point, and sqs_consumer (or sns_subscriber) has no max_attempts to override it: a queue "
-    "consumer in an environment that sets it gives records up to the DLQ where SQS's own "
-    "maxReceiveCount should decide",
-)
 def test_a_queue_consumer_does_not_take_the_streams_max_attempts(
     ddb: DynamoDBClient,
     sqs: SQSClient,

@@ -51,10 +51,15 @@ class ConsumerConfig:
 
     @classmethod
     def resolve(
-        cls, overrides: dict[str, Any], scope_variable: str = "CONSUMER_SCOPE"
+        cls,
+        overrides: dict[str, Any],
+        scope_variable: str = "CONSUMER_SCOPE",
+        max_attempts_variable: str | None = None,
     ) -> ConsumerConfig:
         """Read the environment now (not at import), so tests and local tools can set it.
-        The SNS subscriber shares these settings, with its scope in SUBSCRIBER_SCOPE."""
+        The SNS subscriber shares these settings, with its scope in SUBSCRIBER_SCOPE; only the
+        stream consumer reads a give-up limit (`max_attempts_variable`): a queue's is SQS's
+        maxReceiveCount."""
         given = {k: v for k, v in overrides.items() if v is not None}
         defaults: dict[str, Any] = {
             **store_settings(given, scope_variable),
@@ -62,8 +67,9 @@ class ConsumerConfig:
             "concurrency": env_int("BATCH_CONCURRENCY", 10),
             "deadline_margin_ms": env_int("DEADLINE_MARGIN_MS", 0) or None,
             "sns_envelope": env_choice("SNS_ENVELOPE", ENVELOPE_MODES, "off"),
-            "max_attempts": env_int("STREAM_MAX_ATTEMPTS", 0) or None,
         }
+        if max_attempts_variable is not None:
+            defaults["max_attempts"] = env_int(max_attempts_variable, 0) or None
         if "fingerprint_fields" in given:
             given["fingerprint_fields"] = tuple(given["fingerprint_fields"])
         merged = {**defaults, **given}

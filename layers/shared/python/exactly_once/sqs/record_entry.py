@@ -33,6 +33,7 @@ class RecordEntry(ABC):
     (not at import) and whenever the environment changes."""
 
     scope_variable: ClassVar[str] = "CONSUMER_SCOPE"
+    max_attempts_variable: ClassVar[str | None] = None
     context_type: ClassVar[type[RecordContext]] = RecordContext
 
     def __init__(
@@ -59,7 +60,9 @@ class RecordEntry(ABC):
         """The Lambda handler: each entry point reads its own event and reports its own way."""
 
     def processor(self) -> RecordProcessor:
-        config = ConsumerConfig.resolve(self.overrides, self.scope_variable)
+        config = ConsumerConfig.resolve(
+            self.overrides, self.scope_variable, self.max_attempts_variable
+        )
         if self._generation != lifecycle.generation():  # a clone: the lock may be held forever
             self._generation = lifecycle.generation()
             self._lock = threading.Lock()

@@ -57,7 +57,7 @@ def _next_wave(
     later: list[int] = []
     keys: set[str] = set()
     held: set[object] = set()
-    for i in waiting:
+    for i in _interleaved(waiting, messages, chain_of):
         message = messages[i]
         chain = chain_of(message)
         key = processor.key_of(message)
@@ -73,7 +73,19 @@ def _next_wave(
         wave.append(i)
         if key is not None:
             keys.add(key)
-    return wave, later
+    return sorted(wave), sorted(later)
+
+
+def _interleaved(waiting: list[int], messages: list[SqsMessage], chain_of: Any) -> list[int]:
+    """The waiting records taken a chain at a time, round robin (each chain in its order): a
+    Kafka event lists each partition's records together, so in event order one busy partition
+    would fill the wave and the others would wait for the next, instead of running at once."""
+    chains: dict[object, list[int]] = {}
+    for i in waiting:
+        chain = chain_of(messages[i])
+        chains.setdefault(("unchained", i) if chain is None else chain, []).append(i)
+    rounds = max((len(indices) for indices in chains.values()), default=0)
+    return [indices[r] for r in range(rounds) for indices in chains.values() if r < len(indices)]
 
 
 def _run_wave(

@@ -35,6 +35,8 @@ class StreamConsumer(RecordEntry):
     that already completed included, where the response resumes at the first failure.
     """
 
+    max_attempts_variable = "STREAM_MAX_ATTEMPTS"
+
     def __call__(self, event: Any, context: Any = None) -> dict[str, list[dict[str, Any]]]:
         records = read_event(event)
         if records is None:

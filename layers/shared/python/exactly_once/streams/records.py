@@ -13,10 +13,16 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from exactly_once.sqs.messages import SqsMessage, is_attribute_name
+from exactly_once.sqs.messages import (
+    PACKED_ATTRIBUTE,
+    REPLAY_NONCE_ATTRIBUTE,
+    SqsMessage,
+    is_attribute_name,
+)
 from exactly_once.streams.images import UnreadableImage, image_json
 
 PARTITION_KEY = "partition-key"
@@ -24,6 +30,10 @@ PARTITION_KEY = "partition-key"
 `key="attribute:partition-key"`."""
 
 KAFKA_SOURCES = ("aws:kafka", "SelfManagedKafka")
+RESERVED = frozenset({PARTITION_KEY, PACKED_ATTRIBUTE, REPLAY_NONCE_ATTRIBUTE})
+"""Header names that never become attributes: the record key's, and the layer's own. A stream
+record is never a dead letter's replay, so a header cannot present a replay nonce or restore
+attributes from a packed overflow (which could give a keyless record another's key)."""
 
 Position = str | dict[str, Any]
 """What the batch response names: a sequence number, or Kafka's {"partition", "offset"}."""
@@ -58,8 +68,6 @@ def _kinesis_record(record: Any, fields: dict[str, Any]) -> StreamRecord:
     kinesis = _map(fields.get("kinesis"))
     sequence = _text(kinesis.get("sequenceNumber")) or ""
     arn = _text(fields.get("eventSourceARN"))
-    event_id = _text(fields.get("eventID")) or ""
-    shard = event_id.split(":", 1)[0] if ":" in event_id else ""
     body, unreadable = _decoded(kinesis.get("data"), "data")
     partition_key = _text(kinesis.get("partitionKey"))
     attributes = {}
@@ -71,7 +79,9 @@ def _kinesis_record(record: Any, fields: dict[str, Any]) -> StreamRecord:
         body,
         attributes,
         event_source_arn=arn,
-        group_id=f"{arn or ''}/{shard}",
+        # A batch comes from one shard: the stream is the group, not the shard id read from
+        # eventID, which a damaged record would lack and so run past its shard's failure.
+        group_id=arn or "",
         in_order=True,
         unreadable=unreadable,
     )
@@ -88,7 +98,7 @@ def _dynamodb_record(record: Any, fields: dict[str, Any]) -> StreamRecord:
     try:
         body = image_json(image)
     except (UnreadableImage, RecursionError) as exc:
-        body, unreadable = None, f"the record's image is not DynamoDB JSON: {exc}"
+        body, unreadable = _as_sent(image), f"the record's image is not DynamoDB JSON: {exc}"
     # A batch comes from one shard, and the record does not name it: the stream is the group.
     message = SqsMessage.of(
         record,
@@ -106,8 +116,10 @@ def _dynamodb_record(record: Any, fields: dict[str, Any]) -> StreamRecord:
 def _kafka_event(event: dict[str, Any]) -> list[StreamRecord]:
     arn = _text(event.get("eventSourceArn"))
     batches = event.get("records")
+    if not isinstance(batches, dict):  # no position to resume at: the batch fails whole
+        return [_kafka_record(batches, "", arn)]
     out: list[StreamRecord] = []
-    for name, records in batches.items() if isinstance(batches, dict) else ():
+    for name, records in batches.items():
         for record in records if isinstance(records, list) else [records]:
             out.append(_kafka_record(record, str(name), arn))
     return out
@@ -151,7 +163,7 @@ def _kafka_attributes(fields: dict[str, Any]) -> dict[str, dict[str, str]]:
                 and is_attribute_name(name)
                 and raw
                 and name not in attributes
-                and name != PARTITION_KEY
+                and name not in RESERVED
             ):
                 attributes[name] = _attribute(raw)
     key = fields.get("key")
@@ -183,6 +195,14 @@ def _decoded(data: Any, field: str) -> tuple[str | None, str | None]:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError:
         return data, f"the record's {field} is not UTF-8 text (kept as base64)"
+
+
+def _as_sent(value: Any) -> str | None:
+    """What arrived, as JSON text, for the dead-letter copy of a record that cannot be read."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _bytes(value: Any) -> bytes | None:
