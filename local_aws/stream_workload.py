@@ -2,7 +2,7 @@
 
 A stream has no message id to deduplicate on: a producer that retries a PutRecord whose answer
 it lost writes the same order again, as a new record with a new sequence number. This workload
-does that on purpose (the same order put twice, the copy right behind it or later), makes some
+does that on purpose (the same order put twice, the copy a few records behind), makes some
 orders fail once (`failTimes`: the shard stops there and the mapping retries from it), and puts
 poison: a record that is not JSON and an order with a negative amount (PermanentError). Orders
 belong to customers, the partition keys: a customer's orders are on one shard, in the order put,
@@ -22,6 +22,7 @@ from typing import Any
 from exactly_once_ops.local_state import utc_now
 
 PUT_CHUNK = 100  # records per PutRecords call (Kinesis takes up to 500)
+RETRY_SPREAD = 4  # a re-put order lands 0 to 3 records behind its original
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,11 @@ def plan_stream(workload: StreamWorkload, run_id: str, rng: random.Random) -> St
         plan.order_by_customer.setdefault(customer, []).append(order["orderId"])
     records = list(originals)
     for _ in range(duplicates if originals else 0):
-        # a producer's retry: the same record again, at once or a while later, never before
+        # a producer's retry: the same record again, right behind it or a few records later
+        # (a PutRecord whose answer was lost is retried soon), never before it
         copy = rng.randrange(len(originals))
         after = records.index(originals[copy])
-        records.insert(rng.randint(after + 1, len(records)), originals[copy])
+        records.insert(min(len(records), after + 1 + rng.randrange(RETRY_SPREAD)), originals[copy])
     for n in range(poison):
         data = (
             f"order {run_id}-{n}: amount=12 (not JSON)".encode()
