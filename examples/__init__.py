@@ -1,0 +1,1 @@
+"""Documented examples that the test suite runs (tests/examples/)."""
