@@ -76,6 +76,11 @@ def rows(plan: StreamPlan, settings: KinesisSettings) -> list[Row]:
         Row("  records in them", lambda r: r.batches["received"], o),
         Row("shard leases taken (first takes included)", lambda r: r.events["lease-taken"], o),
         Row(
+            "shard leases found lost at renewal (the poller was silent past it)",
+            lambda r: r.events["lease-lost"],
+            o,
+        ),
+        Row(
             "zombie checkpoints refused by the shard lease",
             lambda r: r.events["checkpoint-refused"],
             o,
