@@ -16,7 +16,10 @@ from tests.packaging.support import REPO
 
 README = REPO / "README.md"
 PERFORMANCE = REPO / "docs" / "performance.md"
-REPORTS = tuple(REPO / "docs" / name for name in ("benchmarks.md", "chaos.md", "chaos-postgres.md"))
+REPORTS = tuple(
+    REPO / "docs" / name
+    for name in ("benchmarks.md", "chaos.md", "chaos-postgres.md", "chaos-kinesis.md")
+)
 SECTION = re.compile(r"^## Headline figures\n(.*?)(?=^## )", re.MULTILINE | re.DOTALL)
 # A figure: digits with an optional decimal part, thousands separators allowed ("10,000").
 # Not a version (0.2.0) nor a count that names a thing ("a 200-message version").
@@ -45,7 +48,7 @@ def test_every_headline_figure_is_in_a_report() -> None:
     match = SECTION.search(README.read_text(encoding="utf-8"))
     assert match is not None, "the README has no 'Headline figures' section"
     quoted = figures(match.group(1))
-    assert {"56.0", "364.9", "8900"} <= quoted  # the scan sees the table and the chaos line
+    assert {"56.0", "364.9", "8900", "2670"} <= quoted  # the table and the chaos lines
     reports = "\n".join(path.read_text(encoding="utf-8") for path in REPORTS)
     assert sorted(f for f in quoted if not occurs(f, reports)) == []
 
