@@ -85,11 +85,11 @@ def test_run_on_postgres_with_the_lock_off_fails_every_verdict(env: dict[str, st
 
     assert done.returncode == 1, out + done.stderr
     assert "SELF-TEST: the idempotency lock is OFF" in out
-    for head in ("CHECK FAILED", "API CHECK FAILED", "TOPIC CHECK FAILED"):
+    for head in ("CHECK FAILED", "API CHECK FAILED", "TOPIC CHECK FAILED", "STREAM CHECK FAILED"):
         assert head in out, out
     # each failure names the keys executed twice or more (at least one per verdict)
     doubles = [int(n) for n in re.findall(r"executed twice or more: (\d+)", out)]
-    assert len(doubles) == 1 + 1 + 2, out  # queues, API, the topic's two receivers
+    assert len(doubles) == 1 + 1 + 2 + 1, out  # queues, API, the topic's two receivers, stream
     assert all(n > 0 for n in doubles), out
     assert "EXACTLY ONCE" not in out  # no verdict passed
     assert "Traceback" not in done.stderr
