@@ -1,9 +1,10 @@
 """The process behind `eonce up`: deploy the local stack, poll with its consumers, deliver its
-topics to their Lambda subscribers, publish state.
+topics to their Lambda subscribers, read its Kinesis streams for their consumers, publish state.
 
 `python -m local_aws.serve --state-dir DIR` holds the state folder's lock, deploys, starts the
-poller and the SNS delivery, writes `up.json`, then their counts to `up-stats.json` every
-second until
+poller, the SNS delivery and the stream workers (`make run`'s, one process per stream function
+reading its shards as Lambda's event source mapping does), writes `up.json`, then their counts
+to `up-stats.json` every second until
 SIGTERM, SIGHUP or Ctrl-C; then it stops every child and removes both files. `run --keep`
 serves the same way in the foreground. With `--store postgres` the stack's PostgreSQL server
 keeps its cluster in the state folder (`postgres/`), and up.json records its DSN.
@@ -40,6 +41,8 @@ from local_aws.poller import Poller, describe_bindings
 from local_aws.signals import terminate_on_signals
 from local_aws.sns_delivery import describe_subscribers
 from local_aws.sns_worker import SnsDelivery
+from local_aws.stream_bindings import describe_stream_bindings
+from local_aws.stream_worker import StreamWorkers
 
 ERROR_LINE = re.compile(r"\b\w*Error\b:")
 SHELL_VARIABLES = (
@@ -83,19 +86,20 @@ def serve(
     poller: Poller,
     delivery: SnsDelivery | None = None,
     interval_s: float = 1.0,
+    streams: StreamWorkers | None = None,
 ) -> None:
-    """Publish the state, then the poller's and the delivery's counts every interval, until
-    interrupted.
+    """Publish the state, then the poller's, the delivery's and the stream workers' counts
+    every interval, until interrupted.
 
     Returns on KeyboardInterrupt (which SIGTERM/SIGHUP become under `terminate_on_signals`);
     the state files are gone by then, the caller's `with` blocks stop the children.
     """
     try:
-        paths.write_stats(_stats(poller, delivery))
+        paths.write_stats(_stats(poller, delivery, streams))
         paths.write_state(state)
         while True:
             time.sleep(interval_s)
-            paths.write_stats(_stats(poller, delivery))
+            paths.write_stats(_stats(poller, delivery, streams))
     except KeyboardInterrupt:
         return
     finally:
@@ -115,10 +119,11 @@ def start(
     running: ExitStack,
     store: str = "dynamodb",
     app: AppSource | None = None,
-) -> tuple[LocalStack, Poller, SnsDelivery, dict[str, Path]]:
-    """Deploy, start polling and delivering; `running` stops them, in reverse order, however
-    it ends. `stack_name` None deploys the app's one stack under the name the app gives it;
-    `app` None is this checkout's app (else the working folder's cdk.json)."""
+) -> tuple[LocalStack, Poller, SnsDelivery, StreamWorkers, dict[str, Path]]:
+    """Deploy, start polling, delivering and reading the streams; `running` stops them, in
+    reverse order, however it ends. `stack_name` None deploys the app's one stack under the
+    name the app gives it; `app` None is this checkout's app (else the working folder's
+    cdk.json)."""
     started = time.monotonic()
     servers = (
         "moto, DynamoDB Local and PostgreSQL" if store == "postgres" else "moto and DynamoDB Local"
@@ -157,8 +162,9 @@ def start(
     running.enter_context(poller)
     _log(f"poller: {workers} worker(s) per function ({describe_bindings(poller.bindings)})")
     delivery = start_delivery(stack, workers, paths.function_logs, running, _log)
+    streams = start_streams(stack, paths.function_logs, running, _log)
     start_apis(stack, paths.function_logs, running)
-    return stack, poller, delivery, logs
+    return stack, poller, delivery, streams, logs
 
 
 def start_delivery(
@@ -178,6 +184,33 @@ def start_delivery(
     if bindings:
         say(f"SNS delivery: {workers} worker(s) per subscriber ({describe_subscribers(bindings)})")
     return delivery
+
+
+def start_streams(
+    stack: LocalStack, log_dir: Path, running: ExitStack, say: Callable[[str], None]
+) -> StreamWorkers:
+    """Read each Kinesis stream consumer's stream with `make run`'s stream workers (one process
+    per stream function, the mapping's batch size, window, bisect, retries, record age and
+    on-failure queue); `running` stops them.
+
+    Polling starts at each shard's oldest record (TRIM_HORIZON, the constructs' starting
+    position; a mapping at LATEST is read from there too), so records put before the workers
+    are up are read as well. An app whose stream consumers
+    cannot be read from its deployment (a function with several mappings) is still served:
+    the reason is logged and its streams are not polled, as before streams were.
+    """
+    try:
+        bindings = stack.stream_bindings()
+    except Exception as exc:
+        say(f"stream poller: not started, its consumers could not be read: {one_line(exc)}")
+        bindings = []
+    streams = running.enter_context(StreamWorkers(bindings, stack.aws_environment, log_dir))
+    if bindings:
+        say(
+            "stream poller: 1 worker process per stream function "
+            f"({describe_stream_bindings(bindings)})"
+        )
+    return streams
 
 
 def start_apis(
@@ -216,11 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     with terminate_on_signals(), ExitStack() as running:
         try:
             running.enter_context(StateLock(paths))
-            stack, poller, delivery, logs = start(
+            stack, poller, delivery, streams, logs = start(
                 paths, args.stack, args.workers, running, args.store, app
             )
             _log("serving until SIGTERM (`eonce down`)")
-            serve(paths, up_state(stack, poller, logs), poller, delivery)
+            serve(paths, up_state(stack, poller, logs), poller, delivery, streams=streams)
             _log("stopping")
         except KeyboardInterrupt:
             _log("stopped while starting")
@@ -253,8 +286,14 @@ def one_line(exc: BaseException) -> str:
     return f"{lines[0]} {named[-1]}" if named else lines[0]
 
 
-def _stats(poller: Poller, delivery: SnsDelivery | None) -> UpStats:
+def _stats(
+    poller: Poller, delivery: SnsDelivery | None, streams: StreamWorkers | None = None
+) -> UpStats:
+    """The counts `status` shows: a stream consumer's (its records' outcomes, invocations,
+    given-up batches) among the consumers, by its construct id."""
     counts = poller.totals_by_consumer()
+    if streams is not None:
+        counts = {**counts, **streams.totals_by_label()}
     subscribers = {} if delivery is None else delivery.totals_by_subscriber()
     return UpStats(
         updated_at=utc_now(),
@@ -263,6 +302,7 @@ def _stats(poller: Poller, delivery: SnsDelivery | None) -> UpStats:
         workers={
             **poller.worker_health(),
             **({} if delivery is None else delivery.worker_health()),
+            **({} if streams is None else streams.worker_health()),
         },
     )
 
