@@ -4,6 +4,7 @@ resumes, poison routing, giving up, and redelivery from the checkpoint as Lambda
 from __future__ import annotations
 
 import base64
+import threading
 from typing import TYPE_CHECKING, Any
 
 from exactly_once import IdempotencyStore, Outcome, PermanentError, RecordContext
@@ -18,6 +19,7 @@ from tests.streams.stream_events import (
 )
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
 
@@ -276,26 +278,56 @@ def test_kafka_keys_from_the_record_key_or_a_header_and_self_managed_events(
     assert seen == ["customer-9", "o-77", "orders-0:9"]
 
 
-def test_a_record_held_by_a_dead_invocation_waits_for_its_lease_so_the_retry_takes_it_over(
+def test_a_record_held_by_a_dead_invocation_waits_for_its_lease_and_is_taken_over(
     build: MakeStreamConsumer, store: IdempotencyStore, scope: str
 ) -> None:
     """A stream record cannot be hidden like a queue message, and the mapping retries at once:
-    the consumer waits out a lease that ends within its time, so the retry takes the key over
-    rather than spending an attempt on the same IN_PROGRESS answer."""
+    the consumer waits out a lease that ends unrenewed within its time and takes the key over
+    in the same invocation, rather than spending one of the mapping's attempts on the same
+    IN_PROGRESS answer."""
     assert store.acquire(scope, "o1", lease_ms=1_500, owner="timed-out").acquired
     handler = Flaky()
     consumer = build(handler)
     records = [kinesis_record({"orderId": f"o{n}"}, n) for n in range(3)]
-    first = consumer(records_event(*records), context())
+    assert consumer(records_event(*records), context()) == {"batchItemFailures": []}
+    assert [r.outcome for r in consumer.last_results] == [Outcome.PROCESSED] * 3
+    assert [r.takeover for r in consumer.last_results] == [False, True, False]
+    assert handler.runs == ["o0", "o1", "o2"]
+
+
+def test_a_record_whose_holder_renews_its_lease_is_answered_in_progress_without_a_long_wait(
+    build: MakeStreamConsumer, store: IdempotencyStore, scope: str, ddb: DynamoDBClient
+) -> None:
+    """A holder that renews is alive: waiting on it could stall two invocations that hold each
+    other's keys, so the wait ends at the renewal and the record is answered in progress."""
+    holder = store.acquire(scope, "o1", lease_ms=1_500, owner="alive").lock
+    assert holder is not None
+    renewer = threading.Timer(0.5, lambda: store.extend(holder, 600_000))
+    renewer.start()
+    handler = Flaky()
+    consumer = build(handler)
+    records = [kinesis_record({"orderId": f"o{n}"}, n) for n in range(3)]
+    reads: list[str] = []
+
+    def count(**kwargs: Any) -> None:
+        reads.append("GetItem")
+
+    ddb.meta.events.register("before-call.dynamodb.GetItem", count)
+    try:
+        response = consumer(records_event(*records), context())
+    finally:
+        ddb.meta.events.unregister("before-call.dynamodb.GetItem", count)
+    renewer.join()
+    assert reads == ["GetItem"]  # it read the record once, saw the renewal, and stopped waiting
+    assert response == {
+        "batchItemFailures": [{"itemIdentifier": records[1]["kinesis"]["sequenceNumber"]}]
+    }
     assert [r.outcome for r in consumer.last_results] == [
         Outcome.PROCESSED,
         Outcome.IN_PROGRESS,
         Outcome.SKIPPED,
     ]
-    second = consumer(records_event(*resume(records, first)), context())
-    assert second == {"batchItemFailures": []}
-    assert [r.takeover for r in consumer.last_results] == [True, False]
-    assert handler.runs == ["o0", "o1", "o2"]
+    assert handler.runs == ["o0"]
 
 
 def test_a_poison_kafka_record_with_headers_sqs_cannot_carry_still_reaches_the_dlq(

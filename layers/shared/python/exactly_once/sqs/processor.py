@@ -22,6 +22,7 @@ from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.context import RecordContext
 from exactly_once.sqs.gathering import Gathering
+from exactly_once.sqs.holder_wait import holder_gone
 from exactly_once.sqs.identity import identify
 from exactly_once.sqs.keys import KeySpec
 from exactly_once.sqs.messages import SqsMessage
@@ -148,6 +149,19 @@ class RecordProcessor(Reports):
             heartbeat_ms=self.config.lease.heartbeat_ms,  # a dead holder frees the key soon
         )
 
+    def _after_holder(
+        self, message: SqsMessage, held: Claim, fp: str | None, context: Any, margin_ms: float
+    ) -> Claim:
+        """The key claimed again once its holder is gone (holder_wait.py), or `held` as it was
+        when the holder lives on or would outlast the invocation."""
+        left = remaining_ms(context)
+        if math.isinf(left):  # no Lambda context: the time the lease policy assumes
+            left = self.config.lease.default_ms
+        key = held.key
+        if not holder_gone(self.store, self.config.scope, key, held.record, left - margin_ms):
+            return held
+        return self._claim(self._request(message, key, fp, context), context, margin_ms)
+
     def _process(
         self,
         message: SqsMessage,
@@ -177,11 +191,16 @@ class RecordProcessor(Reports):
         except Exception as exc:  # throttled past botocore's retries, or DynamoDB unavailable
             return self._infrastructure_error(mid, key, "acquire", exc)
 
+        if claimed.status is ClaimStatus.IN_PROGRESS and message.in_order:
+            try:  # a stream record waits for its key's holder, then asks again
+                claimed = self._after_holder(message, claimed, fp, context, margin_ms)
+            except Exception as exc:
+                return self._infrastructure_error(mid, key, "acquire", exc)
         status, stored = claimed.status, claimed.record
         if status is ClaimStatus.COMPLETED:
             return RecordResult(mid, Outcome.DUPLICATE, False, key=key)
         if status is ClaimStatus.IN_PROGRESS:
-            return self._in_progress(message, key, stored, context, margin_ms)
+            return self._in_progress(message, key, stored)
         if status is ClaimStatus.MISMATCH:
             error = ErrorInfo(
                 "FingerprintMismatch",

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from exactly_once import clients, lifecycle, observability
-from exactly_once.lease import remaining_ms
 from exactly_once.outcomes import Outcome, RecordResult
 from exactly_once.sqs.config import ConsumerConfig
 from exactly_once.sqs.messages import SqsMessage, queue_url_from_arn
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 MAX_VISIBILITY_S = 43_200
-LEASE_SLACK_MS = 250  # past a lease's end by this much, a takeover does not race the clock
 
 
 class Reports:
@@ -41,22 +39,10 @@ class Reports:
         return self._sqs
 
     def _in_progress(
-        self,
-        message: SqsMessage,
-        key: str,
-        holder: StoredRecord | None,
-        context: Any = None,
-        margin_ms: float = 0.0,
+        self, message: SqsMessage, key: str, holder: StoredRecord | None
     ) -> RecordResult:
-        """Hide the message until the holder's lease ends, so retries don't burn receives. A
-        stream record cannot be hidden, and its shard waits on it anyway: it waits here for a
-        lease that ends within the invocation's time, so that the mapping's retry, which comes
-        at once, takes the key over instead of spending one of its attempts on the same answer."""
-        if message.in_order and holder is not None:
-            left = remaining_ms(context)
-            if math.isinf(left):  # no Lambda context: the time the lease policy assumes
-                left = self.config.lease.default_ms
-            _await_lease(holder.lease_expires_at_ms, left - margin_ms)
+        """Hide the message until the holder's lease ends, so retries don't burn receives. (A
+        stream record cannot be hidden: it waited for its holder first, holder_wait.py.)"""
         mid, arn, receipt = message.message_id, message.event_source_arn, message.receipt_handle
         lease_end = holder.lease_expires_at_ms if holder else None
         if lease_end is not None and holder and holder.expected_by_ms:
@@ -135,13 +121,3 @@ class Reports:
             extra={"message_id": mid, "key": key, "error": repr(exc)},
         )
         return RecordResult(mid, Outcome.ERROR, True, key=key, reason=f"{step}: {exc!r}")
-
-
-def _await_lease(lease_end_ms: int | None, budget_ms: float) -> None:
-    """Sleep until the lease has ended (plus a little, for the clocks), if that is within
-    `budget_ms`, the time before the invocation must stop starting work; else return at once."""
-    if lease_end_ms is None:
-        return
-    wait_ms = lease_end_ms - time.time() * 1000 + LEASE_SLACK_MS
-    if 0 < wait_ms <= budget_ms:
-        time.sleep(wait_ms / 1000)
