@@ -50,7 +50,9 @@ LOCAL_CONTEXT: dict[str, Any] = {"functionTimeoutSeconds": 3, "batchingWindowSec
 
 
 def mirror_table(source: DynamoDBClient, target: DynamoDBClient, name: str) -> None:
-    """Create `name` in target with the key schema and indexes it has in source."""
+    """Create `name` in target with the key schema, indexes and stream it has in source (a
+    table stream's consumer reads DynamoDB Local's stream: the functions write the items
+    there)."""
     table = source.describe_table(TableName=name)["Table"]
     params: dict[str, Any] = {
         "TableName": name,
@@ -68,6 +70,12 @@ def mirror_table(source: DynamoDBClient, target: DynamoDBClient, name: str) -> N
     ]
     if indexes:
         params["GlobalSecondaryIndexes"] = indexes
+    stream: dict[str, Any] = dict(table.get("StreamSpecification") or {})
+    if stream.get("StreamEnabled"):
+        params["StreamSpecification"] = {
+            "StreamEnabled": True,
+            "StreamViewType": stream.get("StreamViewType", "NEW_AND_OLD_IMAGES"),
+        }
     target.create_table(**params)
     target.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1})
 
@@ -184,11 +192,12 @@ class LocalStack(Lifecycle):
         found = discover_bindings(self.client("lambda"), self.sqs(), self.app)
         return self._on_store(found)
 
-    def stream_bindings(self) -> list[StreamBinding]:
-        """The stack's Kinesis stream consumers (none for an app without streams)."""
+    def stream_bindings(self, *, tables: bool = False) -> list[StreamBinding]:
+        """The stack's Kinesis stream consumers (none for an app without streams); with
+        `tables`, its table streams' consumers too (read from DynamoDB Local's streams)."""
         if self.deployment is None:
             raise RuntimeError("the local stack is not started: nothing is deployed yet")
-        specs = stream_consumers(self.deployment.assembly_dir, self.stack_name)
+        specs = stream_consumers(self.deployment.assembly_dir, self.stack_name, tables=tables)
         found = discover_stream_bindings(self.client("lambda"), self.sqs(), self.app, specs)
         return self._on_store(found)
 

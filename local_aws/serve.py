@@ -189,9 +189,10 @@ def start_delivery(
 def start_streams(
     stack: LocalStack, log_dir: Path, running: ExitStack, say: Callable[[str], None]
 ) -> StreamWorkers:
-    """Read each Kinesis stream consumer's stream with `make run`'s stream workers (one process
-    per stream function, the mapping's batch size, window, bisect, retries, record age and
-    on-failure queue); `running` stops them.
+    """Read each Kinesis stream consumer's stream, and each table stream consumer's table
+    stream (in DynamoDB Local), with `make run`'s stream workers (one process per stream
+    function, the mapping's batch size, window, bisect, retries, record age and on-failure
+    queue); `running` stops them.
 
     Polling starts at each shard's oldest record (TRIM_HORIZON, the constructs' starting
     position; a mapping at LATEST is read from there too), so records put before the workers
@@ -200,7 +201,7 @@ def start_streams(
     the reason is logged and its streams are not polled, as before streams were.
     """
     try:
-        bindings = stack.stream_bindings()
+        bindings = stack.stream_bindings(tables=True)
     except Exception as exc:
         say(f"stream poller: not started, its consumers could not be read: {one_line(exc)}")
         bindings = []

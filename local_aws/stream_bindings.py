@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from exactly_once_ops.app_model import Function
 
 KINESIS_STREAM = "AWS::Kinesis::Stream"
+DYNAMODB_TABLE = "AWS::DynamoDB::Table"
+KINESIS, DYNAMODB = "kinesis", "dynamodb"
+SOURCES = {KINESIS_STREAM: KINESIS, DYNAMODB_TABLE: DYNAMODB}
 REPORT_BATCH_ITEM_FAILURES = "ReportBatchItemFailures"
 
 
@@ -43,12 +46,17 @@ class StreamConsumerSpec:
 
     id: str
     function: Function
-    stream: str  # logical id of the AWS::Kinesis::Stream
+    stream: str  # logical id of the AWS::Kinesis::Stream (or of the AWS::DynamoDB::Table)
     mapping: str  # logical id of the AWS::Lambda::EventSourceMapping
+    source: str = KINESIS  # or DYNAMODB: the mapping reads the table's stream
 
 
-def stream_consumers(assembly_dir: Path, stack_name: str) -> list[StreamConsumerSpec]:
-    """The stack's Kinesis stream consumers, read from its template in the cloud assembly."""
+def stream_consumers(
+    assembly_dir: Path, stack_name: str, *, tables: bool = False
+) -> list[StreamConsumerSpec]:
+    """The stack's Kinesis stream consumers, read from its template in the cloud assembly;
+    with `tables`, also the consumers of its tables' streams (`Fn::GetAtt [<table>,
+    StreamArn]`)."""
     found = [
         artifact
         for artifact in _stack_artifacts(assembly_dir.resolve())
@@ -68,7 +76,8 @@ def stream_consumers(assembly_dir: Path, stack_name: str) -> list[StreamConsumer
             continue
         props = resource.get("Properties") or {}
         source = reference(props.get("EventSourceArn"))
-        if source is None or (resources.get(source) or {}).get("Type") != KINESIS_STREAM:
+        kind = SOURCES.get(str((resources.get(source or "") or {}).get("Type")))
+        if source is None or kind is None or (kind == DYNAMODB and not tables):
             continue
         function_id = reference(props.get("FunctionName"))
         function = resources.get(function_id or "")
@@ -84,6 +93,7 @@ def stream_consumers(assembly_dir: Path, stack_name: str) -> list[StreamConsumer
                 ),
                 stream=source,
                 mapping=mapping_id,
+                source=kind,
             )
         )
     return specs
@@ -111,8 +121,9 @@ class StreamBinding:
     environment: dict[str, str]
     timeout_s: int
     consumer: str  # the construct id: OrderStream
-    stream_name: str
+    stream_name: str  # a DynamoDB source's: the table's name
     stream_arn: str
+    source: str = KINESIS  # or DYNAMODB: the worker reads the table's stream in DynamoDB Local
     batch_size: int = 100
     batching_window_s: int = 0
     bisect_on_error: bool = False
@@ -190,6 +201,7 @@ def discover_stream_bindings(
                 consumer=spec.id,
                 stream_name=app.physical_id(spec.stream),
                 stream_arn=stream_arn,
+                source=spec.source,
                 batch_size=int(mapping.get("BatchSize") or 100),
                 batching_window_s=int(mapping.get("MaximumBatchingWindowInSeconds") or 0),
                 bisect_on_error=bool(mapping.get("BisectBatchOnFunctionError")),

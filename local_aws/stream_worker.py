@@ -1,5 +1,6 @@
 """Stream consumers on the local stack: one worker process per deployed stream function that
-reads its Kinesis stream with `local_aws.stream_poller`, as Lambda's event source mapping would.
+reads its Kinesis stream (or its table's stream in DynamoDB Local) with
+`local_aws.stream_poller`, as Lambda's event source mapping would.
 
 The process is the function's (its environment, its handler, the harness's `--lock-off`
 switch), like the SQS poller's workers, and there is exactly one per function: a shard is read
@@ -11,16 +12,17 @@ before it has been read (`StreamWorkers.idle_since`).
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from local_aws.stream_bindings import StreamBinding
+from local_aws.stream_bindings import DYNAMODB, StreamBinding
 from local_aws.stream_failures import SqsDestination
 from local_aws.stream_poller import StreamPoller
-from local_aws.stream_shards import KinesisShards
+from local_aws.stream_shards import DynamoDBStreamShards, KinesisShards, ShardSource
 from local_aws.workers import FunctionWorkers, Handler, StopFlag, run_worker
 
 if TYPE_CHECKING:
@@ -77,12 +79,8 @@ def stream_worker_main(
 
     def poll(sqs: SQSClient, handler: Handler, region: str, stopping: StopFlag) -> None:
         if not polling:
-            import boto3
-
             counted = _Counted(handler)
-            source = KinesisShards(
-                boto3.client("kinesis"), binding.stream_name, region, stream_arn=binding.stream_arn
-            )
+            source = shard_source(binding, region)
             url = binding.on_failure_queue_url
             destination = SqsDestination(sqs, url) if url else None
             settings = binding.settings(region)
@@ -110,6 +108,23 @@ def stream_worker_main(
             time.sleep(IDLE_PAUSE_S)
 
     run_worker(binding, aws_environment, stop, log_path, parent, poll)
+
+
+def shard_source(binding: StreamBinding, region: str) -> ShardSource:
+    """The binding's shards: its Kinesis stream on moto, or its table's stream in DynamoDB
+    Local, where the table is mirrored and its items written (moto's copy of the table, whose
+    stream the deployment's mapping names, stays empty)."""
+    import boto3
+
+    if binding.source == DYNAMODB:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+        table = boto3.client("dynamodb").describe_table(TableName=binding.stream_name)["Table"]
+        if not table.get("LatestStreamArn"):
+            raise RuntimeError(f"table {binding.stream_name} has no stream in DynamoDB Local")
+        streams = boto3.client("dynamodbstreams", endpoint_url=endpoint)
+        return DynamoDBStreamShards(streams, table["LatestStreamArn"], region)
+    kinesis = boto3.client("kinesis")
+    return KinesisShards(kinesis, binding.stream_name, region, stream_arn=binding.stream_arn)
 
 
 class StreamWorkers(FunctionWorkers[StreamRound, StreamBinding]):
