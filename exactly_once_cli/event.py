@@ -88,6 +88,7 @@ def event_samples_cmd(
     directory: Annotated[Path, typer.Argument(help="Where to write them.")] = Path("events"),
 ) -> None:
     """(Re)write the committed sample events: SQS (orders, duplicates, FIFO, poison, attributes,
-    an SNS envelope), API Gateway, and SNS (a sale, attributes, published twice, poison)."""
+    an SNS envelope), API Gateway, SNS (a sale, attributes, published twice, poison) and streams
+    (Kinesis orders and poison, a DynamoDB table stream)."""
     for path in write_samples(directory):
         stdout().print(f"wrote {path}", markup=False)

@@ -255,8 +255,14 @@ def write_samples(directory: Path) -> list[Path]:
     written = []
     from exactly_once_ops.sample_api_events import api_sample_events
     from exactly_once_ops.sample_sns_events import sns_sample_events
+    from exactly_once_ops.sample_stream_events import stream_sample_events
 
-    samples = {**sample_events(), **api_sample_events(), **sns_sample_events()}
+    samples = {
+        **sample_events(),
+        **api_sample_events(),
+        **sns_sample_events(),
+        **stream_sample_events(),
+    }
     for name, event in samples.items():
         path = directory / name
         path.write_text(render(event), encoding="utf-8")

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.parser.models import SnsModel, SnsNotificat
 from exactly_once_ops.sample_api_events import api_sample_events
 from exactly_once_ops.sample_events import render, sample_events
 from exactly_once_ops.sample_sns_events import sns_sample_events
+from exactly_once_ops.sample_stream_events import stream_sample_events
 from exactly_once_ops.sns_events import is_sns_event, lambda_sns_record, parse_envelope
 from tests.cli.support import Invoke
 
@@ -117,7 +118,12 @@ def test_the_fanout_sample_is_one_sns_message_delivered_to_the_queue_twice() -> 
 def test_event_samples_writes_every_committed_sample(cli: Invoke, tmp_path: Path) -> None:
     result = cli("event-samples", str(tmp_path))
     assert result.exit_code == 0, result.output
-    expected = {**sample_events(), **api_sample_events(), **sns_sample_events()}
+    expected = {
+        **sample_events(),
+        **api_sample_events(),
+        **sns_sample_events(),
+        **stream_sample_events(),
+    }
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(expected)
     for name in expected:
         assert (tmp_path / name).read_text() == (EVENTS / name).read_text()
