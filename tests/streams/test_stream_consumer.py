@@ -7,6 +7,8 @@ import base64
 import threading
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from exactly_once import IdempotencyStore, Outcome, PermanentError, RecordContext
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from tests.streams.conftest import MakeStreamConsumer, dead_letters, reason_of
@@ -341,3 +343,32 @@ def test_a_poison_kafka_record_with_headers_sqs_cannot_carry_still_reaches_the_d
     (letter,) = dead_letters(sqs, dlq_url)
     assert letter["body"] == "not json"
     assert letter["attributes"].get("fine") == "kept"
+
+
+@pytest.mark.parametrize("source", ["kinesis", "dynamodb", "kafka"])
+def test_each_source_bisected_after_a_crash_runs_each_record_once_in_order(
+    source: str, build: MakeStreamConsumer
+) -> None:
+    """An invocation that crashed after running part of its batch: with
+    BisectBatchOnFunctionError, Lambda sends each half on its own. The half that had run meets
+    COMPLETED records; nothing runs twice, and the rest runs in order."""
+    handler = Flaky()
+    consumer = build(handler)
+
+    def batch(numbers: range) -> dict[str, Any]:
+        if source == "kinesis":
+            return records_event(*(kinesis_record({"orderId": f"o{n}"}, n) for n in numbers))
+        if source == "dynamodb":
+            return records_event(
+                *(dynamodb_record({"orderId": {"S": f"o{n}"}}, n) for n in numbers)
+            )
+        return kafka_event(*(kafka_record({"orderId": f"o{n}"}, n) for n in numbers))
+
+    consumer(batch(range(6)), context())  # ran these, then "crashed" before answering
+    assert consumer(batch(range(4)), context()) == {"batchItemFailures": []}
+    assert {r.outcome for r in consumer.last_results} == {Outcome.DUPLICATE}
+    assert consumer(batch(range(4, 8)), context()) == {"batchItemFailures": []}
+    assert [r.outcome for r in consumer.last_results] == [Outcome.DUPLICATE] * 2 + [
+        Outcome.PROCESSED
+    ] * 2
+    assert handler.runs == [f"o{n}" for n in range(8)]
