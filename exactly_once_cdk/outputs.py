@@ -35,9 +35,11 @@ LOCAL_DYNAMODB_CONTEXT = "localDynamoDbEndpoint"  # the CDK context key that ask
 # "id": "<Id>"} on an entry point's function and on a topic. What a template alone cannot say
 # is added where it is left out: an API made without API Gateway (`create_api=False`) lists its
 # "routes" ("POST /path"), a subscriber made without its subscription (`subscribe=False`) names
-# its "topic" (the ARN).
+# its "topic" (the ARN). A stream consumer's also names its "source" (one of STREAM_SOURCES).
 ENTRY_POINT_METADATA = "ExactlyOnce"
 KIND_CONSUMER = "consumer"
 KIND_API = "api"
 KIND_SUBSCRIBER = "subscriber"
+KIND_STREAM = "stream"
 KIND_TOPIC = "topic"
+STREAM_SOURCES = ("kinesis", "dynamodb", "kafka")

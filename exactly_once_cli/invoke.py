@@ -1,5 +1,5 @@
-"""`invoke`: run a consumer's, an API's or a topic subscriber's handler in this process with a
-sample event, like Lambda would.
+"""`invoke`: run a consumer's, an API's, a topic subscriber's or a stream consumer's handler in
+this process with a sample event, like Lambda would.
 
 The function's environment (and its handler name) come from the deployed function, found
 through the stack's `<Consumer>FunctionName` output, unless given with --env / --handler, so the
@@ -36,12 +36,21 @@ from exactly_once_cli.common import (
     stderr,
     stdout,
 )
+from exactly_once_cli.stream_invoke import (
+    DYNAMODB,
+    KAFKA,
+    KINESIS,
+    check_stream_event,
+    resume_positions,
+    stream_event_kind,
+)
 from exactly_once_ops.app_model import (
     Api,
     AppModelError,
     Consumer,
     DeployedApp,
     Function,
+    StreamConsumer,
     Subscriber,
 )
 from exactly_once_ops.handlers import load_handler, with_layers
@@ -106,7 +115,8 @@ def check_sqs_event(event: Any, source: str) -> None:
         raise CliError(
             f"{source}: not an SQS event (no Records list; see `eonce event`), nor an SNS event "
             "(see events/sns-*.json), nor an API Gateway event (no HTTP method; see "
-            "events/api-*.json)"
+            "events/api-*.json), nor a stream event (see events/stream-*.json, "
+            "events/kafka-*.json)"
         )
     for index, record in enumerate(records):
         if not isinstance(record, dict) or not isinstance(record.get("messageId"), str):
@@ -123,11 +133,23 @@ def check_function_name(outputs: Mapping[str, str], name: str, stack: str) -> No
         raise no_such_name("consumer, API or subscriber", name, stack, known, listed="they are")
 
 
-KINDS = {  # the library's entry point: (what it is, the events it takes, their samples)
-    "SqsConsumer": ("a queue consumer", "SQS", "events/orders-*.json, `eonce event`"),
-    "SnsSubscriber": ("a topic subscriber", "SNS", "events/sns-*.json"),
-    "IdempotentApi": ("an HTTP API", "API Gateway", "events/api-*.json"),
+STREAM_KINDS = (KINESIS, DYNAMODB, KAFKA)
+KINDS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # the library's entry point: (what it is, the events it takes, their samples)
+    "SqsConsumer": ("a queue consumer", ("SQS",), "events/orders-*.json, `eonce event`"),
+    "SnsSubscriber": ("a topic subscriber", ("SNS",), "events/sns-*.json"),
+    "IdempotentApi": ("an HTTP API", ("API Gateway",), "events/api-*.json"),
+    "StreamConsumer": (
+        "a stream consumer",
+        STREAM_KINDS,
+        "events/stream-*.json, events/kafka-*.json",
+    ),
 }
+
+
+def an_event(kind: str) -> str:
+    """ "an SQS event", "a Kinesis event"."""
+    return f"{'a' if kind in STREAM_KINDS else 'an'} {kind} event"
 
 
 def check_event_kind(function: Any, name: str, event_kind: str, source: str) -> None:
@@ -137,10 +159,11 @@ def check_event_kind(function: Any, name: str, event_kind: str, source: str) -> 
     for cls in type(function).__mro__:
         if cls.__module__.startswith("exactly_once.") and cls.__name__ in KINDS:
             what, takes, samples = KINDS[cls.__name__]
-            if takes != event_kind:
+            if event_kind not in takes:
+                listed = f"{', '.join(takes[:-1])} and {takes[-1]}" if len(takes) > 1 else takes[0]
                 raise CliError(
-                    f"{source}: an {event_kind} event, but {name} is {what}: it takes "
-                    f"{takes} events (see {samples})"
+                    f"{source}: {an_event(event_kind)}, but {name} is {what}: it takes "
+                    f"{listed} events (see {samples})"
                 )
             return
 
@@ -204,8 +227,13 @@ def served_assemblies(target: AwsTarget) -> list[Path]:
 
 
 def entry_points(app: DeployedApp) -> dict[str, Function]:
-    """Every consumer, API and subscriber of the app by its id."""
-    points: list[Consumer | Api | Subscriber] = [*app.consumers, *app.apis, *app.subscribers]
+    """Every consumer, API, subscriber and stream consumer of the app by its id."""
+    points: list[Consumer | Api | Subscriber | StreamConsumer] = [
+        *app.consumers,
+        *app.apis,
+        *app.subscribers,
+        *app.stream_consumers,
+    ]
     return {point.id: point.function for point in points}
 
 
@@ -274,10 +302,12 @@ def reported_failures(response: Any) -> list[str]:
     return [str(item.get("itemIdentifier")) for item in failures if isinstance(item, dict)]
 
 
-def print_results(consumer: str, results: list[Any]) -> None:
-    """Each record's outcome, as the layer's `last_results` has it."""
+def print_results(consumer: str, results: list[Any], *, stream: bool = False) -> None:
+    """Each record's outcome, as the layer's `last_results` has it. A stream record is named by
+    its position, and every record from its shard's first failure on is redelivered."""
     table = Table(title=f"{consumer}: {len(results)} record(s)")
-    for column in ("messageId", "key", "outcome", "reported failed", "fence", "reason"):
+    columns = ("position", "redelivered") if stream else ("messageId", "reported failed")
+    for column in (columns[0], "key", "outcome", columns[1], "fence", "reason"):
         table.add_column(column)
     for r in results:
         table.add_row(  # keys and reasons are the application's text, never rich markup
@@ -309,8 +339,8 @@ def invoke_cmd(
     consumer: Annotated[
         str,
         typer.Argument(
-            help="The consumer, API or topic subscriber, by its construct id in any case "
-            "(`eonce consumers` lists them)."
+            help="The consumer, API, topic subscriber or stream consumer, by its construct id "
+            "in any case (`eonce consumers` lists them)."
         ),
     ],
     event: Annotated[
@@ -338,7 +368,8 @@ def invoke_cmd(
     ] = True,
     stack: StackOption = DEFAULT_STACK,
 ) -> None:
-    """Run a handler on an SQS, SNS or API Gateway event and print the outcome and the response.
+    """Run a handler on an SQS, SNS, API Gateway or stream event and print the outcome and the
+    response.
 
     The handler's clients use the global --profile/--region/--endpoint-url and the stack's
     DynamoDB endpoint. SQS: exit 0 when no record is left for SQS to redeliver (processed,
@@ -346,14 +377,20 @@ def invoke_cmd(
     record failed (SQS would redeliver it). SNS: exit 0 when the handler returned (processed,
     duplicate, or dead-lettered as permanent); 1 when it raised (Lambda would retry the event,
     then send it to the function's DLQ). API: exit 0 for any answer but a 5xx, 1 for a 5xx.
-    Exit 2 when the input is none of these.
+    Stream (Kinesis, DynamoDB Streams, Kafka): exit 0 when the response names nothing to
+    retry (batchItemFailures empty); 1 when it names a position to resume at (the event source
+    mapping would redeliver from there) or the handler raised. Exit 2 when the input is none
+    of these.
     """
     payload = read_event(event)
     api = is_api_event(payload)
     sns = not api and is_sns_event(payload)
+    stream = None if api or sns else stream_event_kind(payload)
     where = "stdin" if event == "-" else event
     if sns:
         check_sns_event(payload, where)
+    elif stream is not None:
+        check_stream_event(payload, stream, where)
     elif not api:
         check_sqs_event(payload, where)
     target = aws_target(ctx)
@@ -378,7 +415,9 @@ def invoke_cmd(
         )
     except (ImportError, AttributeError, SyntaxError) as exc:
         raise CliError(f"cannot load the handler from {folder}: {exc}") from exc
-    check_event_kind(function, consumer, "API Gateway" if api else "SNS" if sns else "SQS", where)
+    check_event_kind(
+        function, consumer, "API Gateway" if api else "SNS" if sns else stream or "SQS", where
+    )
     context = LocalLambdaContext(
         f"local-{consumer.lower()}", timeout_s=timeout, region=target.region_name
     )
@@ -390,6 +429,11 @@ def invoke_cmd(
             what = "Lambda would retry the event, then send it to the function's DLQ"
         elif api:
             what = "API Gateway would answer 502"
+        elif stream is not None:
+            what = (
+                "the event source mapping would retry the whole batch, or split it in two with "
+                "BisectBatchOnFunctionError"
+            )
         else:
             what = "every record would be retried"
         fail(f"the handler raised {type(exc).__name__}: {exc} ({what})")
@@ -397,6 +441,16 @@ def invoke_cmd(
         code = print_api_result(consumer, response, getattr(function, "last_result", None))
         if code:
             raise typer.Exit(code)
+        return
+    if stream is not None:
+        print_results(consumer, getattr(function, "last_results", []), stream=True)
+        stdout().print_json(json.dumps(response, default=str))
+        positions = resume_positions(response)
+        if positions:
+            fail(
+                f"the batch resumes at {', '.join(positions)}: the event source mapping would "
+                "redeliver from there"
+            )
         return
 
     print_results(consumer, getattr(function, "last_results", []))

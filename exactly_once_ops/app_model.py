@@ -1,5 +1,6 @@
 """What a deployed app built with the constructs runs, as values: its entry points (consumers,
-APIs, subscribers), their topics and tables, and the physical ids the deployment gave them.
+APIs, subscribers, stream consumers), their topics and tables, and the physical ids the
+deployment gave them.
 
 The model is read from a stack's template (`exactly_once_ops.app_template`), by the local
 emulator from the cloud assembly (`local_aws.cloud_assembly`, which also finds each function's
@@ -16,13 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from exactly_once_cdk.outputs import KIND_API, KIND_CONSUMER, KIND_SUBSCRIBER
+from exactly_once_cdk.outputs import KIND_API, KIND_CONSUMER, KIND_STREAM, KIND_SUBSCRIBER
 
 # The variable each kind of entry point's function reads its idempotency scope from.
 SCOPE_VARIABLES = {
     KIND_CONSUMER: "CONSUMER_SCOPE",
     KIND_API: "API_SCOPE",
     KIND_SUBSCRIBER: "SUBSCRIBER_SCOPE",
+    KIND_STREAM: "CONSUMER_SCOPE",
 }
 LAMBDA_DEFAULT_RETRIES = 2  # asynchronous invocations without an EventInvokeConfig
 
@@ -36,7 +38,7 @@ class Function:
     """An entry point's function as the template declares it."""
 
     logical_id: str
-    kind: str  # KIND_CONSUMER, KIND_API or KIND_SUBSCRIBER
+    kind: str  # KIND_CONSUMER, KIND_API, KIND_SUBSCRIBER or KIND_STREAM
     handler: str
     # The staged code folder, inside the cloud assembly; None for a template read without its
     # assembly (from CloudFormation), which names no folder.
@@ -87,6 +89,19 @@ class Subscriber:
 
 
 @dataclass(frozen=True)
+class StreamConsumer:
+    """A Kinesis, DynamoDB Streams or Kafka consumer (`KinesisStreamConsumer`,
+    `DynamoDbStreamConsumer`, `KafkaConsumer`)."""
+
+    id: str
+    function: Function
+    source: str  # "kinesis", "dynamodb" or "kafka" (exactly_once_cdk.outputs.STREAM_SOURCES)
+    # Logical id of the stream (or of the table whose stream it reads); None when the mapping
+    # reads a source outside the stack (a Kafka cluster, a stream made elsewhere).
+    stream: str | None
+
+
+@dataclass(frozen=True)
 class Topic:
     id: str  # construct id ("Sales"), or the logical id of a topic no construct marked
     logical_id: str
@@ -106,6 +121,7 @@ class DeployedApp:
     topics: tuple[Topic, ...] = ()
     tables: tuple[str, ...] = ()  # logical ids of every DynamoDB table, the constructs' or not
     physical_ids: Mapping[str, str] = field(default_factory=dict)
+    stream_consumers: tuple[StreamConsumer, ...] = ()
 
     def topic(self, topic_id: str) -> Topic:
         for topic in self.topics:

@@ -4,14 +4,16 @@ reader of the constructs' wiring, for the local emulator and the operator's tool
 Every function that an `exactly_once_cdk` construct marked with its metadata
 (`ENTRY_POINT_METADATA`: the kind and the construct id, which are also the outputs' prefixes)
 is an entry point. Its handler and plain environment are the template's. The wiring is the
-template's own resources: an event source mapping ties a consumer to its queue, a Lambda
-subscription (or the metadata's "topic" when the construct left it out) a subscriber to its
-topic, SQS subscriptions (resources, or the topic's inline `Subscription` entries) a topic to
-the queues it fans out to, API Gateway v2 routes and integrations (or the metadata's "routes")
-an API to its paths, and an `AWS::Lambda::EventInvokeConfig` a subscriber to its retries and
-on-failure queue. Every `AWS::DynamoDB::Table` is listed too (the local stack mirrors them all
-into DynamoDB Local, where the functions' calls go). Construct ids name the entry points, so
-two with one id (in different scopes) are refused.
+template's own resources: an event source mapping ties a consumer to its queue (and a stream
+consumer to its stream or table, or to a Kafka cluster outside the stack: the metadata's
+"source" says which kind), a Lambda subscription (or the metadata's "topic" when the construct
+left it out) a subscriber to its topic, SQS subscriptions (resources, or the topic's inline
+`Subscription` entries) a topic to the queues it fans out to, API Gateway v2 routes and
+integrations (or the metadata's "routes") an API to its paths, and an
+`AWS::Lambda::EventInvokeConfig` a subscriber to its retries and on-failure queue. Every
+`AWS::DynamoDB::Table` is listed too (the local stack mirrors them all into DynamoDB Local,
+where the functions' calls go). Construct ids name the entry points, so two with one id (in
+different scopes) are refused.
 
 A function's code folder is found only when the template is read with its cloud assembly
 (`assembly_dir`: the staged asset folder, by `aws:asset:path` or by the asset manifest's entry
@@ -29,8 +31,10 @@ from exactly_once_cdk.outputs import (
     ENTRY_POINT_METADATA,
     KIND_API,
     KIND_CONSUMER,
+    KIND_STREAM,
     KIND_SUBSCRIBER,
     KIND_TOPIC,
+    STREAM_SOURCES,
 )
 from exactly_once_ops.app_model import (
     LAMBDA_DEFAULT_RETRIES,
@@ -40,6 +44,7 @@ from exactly_once_ops.app_model import (
     Consumer,
     DeployedApp,
     Function,
+    StreamConsumer,
     Subscriber,
     Topic,
 )
@@ -81,7 +86,12 @@ def read_template(
         for logical_id, (marked, function) in functions.items()
         if function.kind == KIND_SUBSCRIBER
     )
-    _unique_ids("entry points", [*consumers, *apis, *subscribers])
+    streams = tuple(
+        _stream_consumer(resources, logical_id, marked, function)
+        for logical_id, (marked, function) in functions.items()
+        if function.kind == KIND_STREAM
+    )
+    _unique_ids("entry points", [*consumers, *apis, *subscribers, *streams])
     topics = _topics(resources, consumers, subscribers)
     _unique_ids("topics", topics)
     return DeployedApp(
@@ -92,6 +102,7 @@ def read_template(
         subscribers=subscribers,
         topics=topics,
         tables=tuple(logical_id for logical_id, _ in _of_type(resources, "AWS::DynamoDB::Table")),
+        stream_consumers=streams,
     )
 
 
@@ -124,7 +135,9 @@ def reference(value: Any) -> str | None:
     return None
 
 
-def _unique_ids(what: str, found: Iterable[Consumer | Api | Subscriber | Topic]) -> None:
+def _unique_ids(
+    what: str, found: Iterable[Consumer | Api | Subscriber | StreamConsumer | Topic]
+) -> None:
     """Construct ids name the entry points (the CLI's `--consumer`, the workers' counts, the
     outputs' prefixes): two constructs with one id in different scopes would be one name."""
     logical_ids: dict[str, list[str]] = {}
@@ -230,6 +243,30 @@ def _mapped_queue(resources: Resources, function: str) -> str:
     if len(queues) != 1:
         raise AppModelError(f"consumer {function} has {len(queues)} event source mappings, not 1")
     return queues[0]
+
+
+def _stream_consumer(
+    resources: Resources, function: str, marked: Mapping[str, Any], built: Function
+) -> StreamConsumer:
+    """A stream consumer reads one source through one event source mapping; the stream (or
+    table) it names is the stack's, else None (a Kafka cluster, a stream made elsewhere)."""
+    source = str(marked.get("source"))
+    if source not in STREAM_SOURCES:
+        raise AppModelError(
+            f"stream consumer {marked.get('id')} ({function}): unknown source {source!r}"
+        )
+    arns = [
+        props.get("EventSourceArn")
+        for _, props in _of_type(resources, "AWS::Lambda::EventSourceMapping")
+        if reference(props.get("FunctionName")) == function
+    ]
+    if len(arns) != 1:
+        raise AppModelError(
+            f"stream consumer {marked.get('id')} ({function}) has {len(arns)} event source "
+            "mappings, not 1"
+        )
+    stream = reference(arns[0])
+    return StreamConsumer(str(marked["id"]), built, source, stream if stream in resources else None)
 
 
 def _routes(

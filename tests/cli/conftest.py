@@ -139,7 +139,12 @@ def new_database(postgres_server: PostgresServer) -> Iterator[str]:
 
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
-CODE_FOLDERS = {"orders": "orders", "paymentsapi": "payments_api", "salescounter": "sales"}
+CODE_FOLDERS = {
+    "orders": "orders",
+    "paymentsapi": "payments_api",
+    "salescounter": "sales",
+    "orderstream": "order_stream",
+}
 """This repository's entry points (any case) and their code folders under functions/."""
 
 

@@ -20,6 +20,15 @@ pytestmark = pytest.mark.usefixtures("restored_environment", "layer_logs_to_curr
 
 
 SQS, SNS, API = "orders-single.json", "sns-sale.json", "api-payment-http-api.json"
+KINESIS, DYNAMODB, KAFKA = (
+    "stream-kinesis-orders.json",
+    "stream-dynamodb-orders.json",
+    "kafka-msk-orders.json",
+)
+STREAM_TAKES = (
+    "it takes Kinesis, DynamoDB Streams and Kafka events (see events/stream-*.json, "
+    "events/kafka-*.json)"
+)
 
 
 @pytest.mark.parametrize(
@@ -31,6 +40,12 @@ SQS, SNS, API = "orders-single.json", "sns-sale.json", "api-payment-http-api.jso
         ("orders", API, "an API Gateway event, but orders is a queue consumer"),
         ("salescounter", SQS, "an SQS event, but salescounter is a topic subscriber"),
         ("salescounter", API, "an API Gateway event, but salescounter is a topic subscriber"),
+        ("orders", KINESIS, "a Kinesis event, but orders is a queue consumer: it takes SQS"),
+        ("salescounter", DYNAMODB, "a DynamoDB Streams event, but salescounter is a topic"),
+        ("PaymentsApi", KAFKA, "a Kafka event, but PaymentsApi is an HTTP API"),
+        ("OrderStream", SQS, f"an SQS event, but OrderStream is a stream consumer: {STREAM_TAKES}"),
+        ("OrderStream", SNS, "an SNS event, but OrderStream is a stream consumer"),
+        ("orderstream", API, "an API Gateway event, but orderstream is a stream consumer"),
     ],
     ids=[
         "sqs-to-api",
@@ -39,6 +54,12 @@ SQS, SNS, API = "orders-single.json", "sns-sale.json", "api-payment-http-api.jso
         "api-to-consumer",
         "sqs-to-sub",
         "api-to-sub",
+        "kinesis-to-consumer",
+        "dynamodb-to-sub",
+        "kafka-to-api",
+        "sqs-to-stream",
+        "sns-to-stream",
+        "api-to-stream",
     ],
 )
 def test_an_event_of_another_kind_is_one_error_line_and_never_runs(
