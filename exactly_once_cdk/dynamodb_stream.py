@@ -24,7 +24,9 @@ from exactly_once_cdk.stream_consumer import (
     StreamConsumerBase,
     StreamConsumerOptions,
 )
+from exactly_once_cdk.stream_rules import check_record_age_within_retention, record_age_seconds
 
+RETENTION_SECONDS = 24 * 3600  # DynamoDB Streams keep a change 24 hours, not configurable
 # What Lambda's mapping calls on the table's stream with the function's role.
 READ_ACTIONS = (
     "dynamodb:DescribeStream",
@@ -66,6 +68,11 @@ class DynamoDbStreamConsumer(StreamConsumerBase):
                 "stream=StreamViewType.NEW_IMAGE (or NEW_AND_OLD_IMAGES)"
             )
         super().__init__(scope, construct_id, code=code, table=table, layer=layer, options=options)
+        check_record_age_within_retention(
+            construct_id,
+            max_record_age_seconds=record_age_seconds(self.max_record_age),
+            retention_seconds=RETENTION_SECONDS,
+        )
         self.source_table = source_table
         self._grant_stream(source_table, stream_arn)
         self._event_source_mapping(

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from aws_cdk import Acknowledgment, Arn, ArnFormat, Duration, Stack, Validations
+from aws_cdk import Acknowledgment, Duration, Fn, Stack, Token, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -45,6 +45,18 @@ NETWORK_ACTIONS = (
     "ec2:DescribeSubnets",
     "ec2:DescribeVpcs",
 )
+
+
+def _cluster_child_arn(cluster_arn: str, kind: str, name: str) -> str:
+    """A topic's or group's ARN from its cluster's: the cluster's partition, region, account,
+    name and UUID, with "cluster/" turned into "topic/" or "group/". A token ARN (a cluster in
+    the same app, an import) is split by CloudFormation: `Arn.split` of a token keeps only
+    the cluster's name, which no topic or group ARN matches, without its UUID."""
+    if not Token.is_unresolved(cluster_arn):
+        head, _, tail = cluster_arn.partition(":cluster/")
+        return f"{head}:{kind}/{tail}/{name}"
+    parts = Fn.split(":cluster/", cluster_arn, 2)
+    return Fn.join("", [Fn.select(0, parts), f":{kind}/", Fn.select(1, parts), f"/{name}"])
 
 
 @dataclass(frozen=True)
@@ -173,8 +185,6 @@ class KafkaConsumer(StreamConsumerBase):
             ]
         # arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid>: the topic's and the
         # group's ARNs are "topic/<name>/<uuid>/<topic>" and "group/<name>/<uuid>/<group>".
-        cluster = Arn.split(arn, ArnFormat.SLASH_RESOURCE_NAME).resource_name
-        stack = Stack.of(self)
         for sid, actions, resource in (
             (
                 "ConnectToKafkaCluster",
@@ -184,18 +194,12 @@ class KafkaConsumer(StreamConsumerBase):
             (
                 "ReadKafkaTopic",
                 ["kafka-cluster:DescribeTopic", "kafka-cluster:ReadData"],
-                stack.format_arn(
-                    service="kafka", resource="topic", resource_name=f"{cluster}/{self.topic}"
-                ),
+                _cluster_child_arn(arn, "topic", self.topic),
             ),
             (
                 "CommitKafkaGroupOffsets",
                 ["kafka-cluster:AlterGroup", "kafka-cluster:DescribeGroup"],
-                stack.format_arn(
-                    service="kafka",
-                    resource="group",
-                    resource_name=f"{cluster}/{self.consumer_group_id}",
-                ),
+                _cluster_child_arn(arn, "group", self.consumer_group_id),
             ),
         ):
             self.role.add_to_policy(

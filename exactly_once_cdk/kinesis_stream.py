@@ -26,6 +26,7 @@ from exactly_once_cdk.stream_consumer import (
     StreamConsumerBase,
     StreamConsumerOptions,
 )
+from exactly_once_cdk.stream_rules import check_record_age_within_retention, record_age_seconds
 
 RETENTION = Duration.hours(24)  # Kinesis's default and its cheapest
 # What Lambda's mapping calls on the stream with the function's role (no SubscribeToShard:
@@ -55,8 +56,8 @@ class KinesisStreamConsumer(StreamConsumerBase):
     a failure then holds within one batch, not across the shard.
 
     `stream_props` overrides or adds any `kinesis.Stream` keyword (shard count, on-demand
-    mode, a longer retention: keep `max_record_age` inside it, or the on-failure queue names
-    records the stream no longer has). `iterator_age_alarm` applies both to Lambda's
+    mode, a longer retention: `max_record_age` must stay under it, checked at synth, or the
+    on-failure queue would name records the stream no longer has). `iterator_age_alarm` applies both to Lambda's
     `IteratorAge` and to the stream's `GetRecords.IteratorAgeMilliseconds`. Other keywords:
     `StreamConsumerOptions`.
     """
@@ -79,6 +80,12 @@ class KinesisStreamConsumer(StreamConsumerBase):
         **options: Unpack[StreamConsumerOptions],
     ) -> None:
         super().__init__(scope, construct_id, code=code, table=table, layer=layer, options=options)
+        retention: Duration = (stream_props or {}).get("retention_period", RETENTION)
+        check_record_age_within_retention(
+            construct_id,
+            max_record_age_seconds=record_age_seconds(self.max_record_age),
+            retention_seconds=int(retention.to_seconds()),
+        )
         encryption: dict[str, Any] = (
             {"encryption": kinesis.StreamEncryption.MANAGED}
             if encryption_key is None
@@ -103,7 +110,9 @@ class KinesisStreamConsumer(StreamConsumerBase):
                     "and audit over the aws/kinesis key's lower cost.",
                 )
             )
-        self._grant_stream(encryption_key)
+        # The stream's own key, however it was asked for (`encryption_key`, or a KMS
+        # `encryption` in `stream_props`, for which kinesis.Stream creates one).
+        self._grant_stream(self.stream.encryption_key)
         self._event_source_mapping(
             {"event_source_arn": self.stream.stream_arn},
             batching_window=batching_window,

@@ -9,6 +9,11 @@ CloudFormation rollback.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aws_cdk import Duration
+
 BATCH_SIZE_RANGE = (1, 10_000)
 BATCHING_WINDOW_RANGE = (0, 300)  # seconds
 # CloudFormation's MaximumRetryAttempts is -1 (infinite) or 0..10000; CDK takes None for -1.
@@ -57,6 +62,24 @@ def check_stream_mapping(
                 f"{retry_attempts + 1} invocations (retry_attempts {retry_attempts} + 1): the "
                 "mapping would give the record up first, without its data or reason"
             )
+
+
+def record_age_seconds(max_record_age: Duration | None) -> int | None:
+    return None if max_record_age is None else int(max_record_age.to_seconds())
+
+
+def check_record_age_within_retention(
+    name: str, *, max_record_age_seconds: int | None, retention_seconds: int
+) -> None:
+    """A record is trimmed from the stream at its retention: a `max_record_age` past it never
+    gives a record up (Lambda reads past the trimmed ones), and the on-failure queue would
+    name records the stream no longer holds. None (infinite) is the caller's explicit choice."""
+    if max_record_age_seconds is not None and max_record_age_seconds >= retention_seconds:
+        raise ValueError(
+            f"{name}: max_record_age {max_record_age_seconds} is not within the stream's "
+            f"retention {retention_seconds} (seconds): records would be trimmed before the "
+            "mapping gives them up to the on-failure queue"
+        )
 
 
 def check_kafka_pollers(name: str, *, min_pollers: int, max_pollers: int) -> None:
