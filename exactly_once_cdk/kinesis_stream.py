@@ -57,9 +57,9 @@ class KinesisStreamConsumer(StreamConsumerBase):
 
     `stream_props` overrides or adds any `kinesis.Stream` keyword (shard count, on-demand
     mode, a longer retention: `max_record_age` must stay under it, checked at synth, or the
-    on-failure queue would name records the stream no longer has). `iterator_age_alarm` applies both to Lambda's
-    `IteratorAge` and to the stream's `GetRecords.IteratorAgeMilliseconds`. Other keywords:
-    `StreamConsumerOptions`.
+    on-failure queue would name records the stream no longer has). `iterator_age_alarm`
+    applies both to Lambda's `IteratorAge` and to the stream's
+    `GetRecords.IteratorAgeMilliseconds`. Other keywords: `StreamConsumerOptions`.
     """
 
     source_label = "Kinesis"
