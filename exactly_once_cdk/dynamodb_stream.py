@@ -46,6 +46,7 @@ class DynamoDbStreamConsumer(StreamConsumerBase):
     """
 
     source_label = "DynamoDB Streams"
+    source_kind = "dynamodb"
 
     def __init__(
         self,

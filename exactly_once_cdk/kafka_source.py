@@ -96,6 +96,7 @@ class KafkaConsumer(StreamConsumerBase):
     """
 
     source_label = "Kafka"
+    source_kind = "kafka"
 
     def __init__(
         self,

@@ -23,7 +23,7 @@ TRIM_HORIZON (nothing already in the stream is skipped), one batch per shard at 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import jsii
 from aws_cdk import Acknowledgment, CfnOutput, Duration, RemovalPolicy, Stack, Validations
@@ -143,6 +143,7 @@ class StreamConsumerBase(Construct):
     handler wrapped in `exactly_once.stream_consumer`. Keywords: `StreamConsumerOptions`."""
 
     source_label = "stream"  # the function's default description says which kind
+    source_kind = "kinesis"  # the metadata's "source": one of outputs.STREAM_SOURCES
 
     def __init__(
         self,
@@ -199,6 +200,11 @@ class StreamConsumerBase(Construct):
         )
         self.function = built.function
         self.role = built.role
+        # What tells `eonce` and the local stack's template reader this is a stream consumer.
+        cast(lambda_.CfnFunction, self.function.node.default_child).add_metadata(
+            names.ENTRY_POINT_METADATA,
+            {"kind": names.KIND_STREAM, "id": construct_id, "source": self.source_kind},
+        )
         # A batch's records go through the store's batch calls as the SQS consumer's do.
         table.grant_batches(self.role)
         self._grant_queues()

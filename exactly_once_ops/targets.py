@@ -30,6 +30,7 @@ from exactly_once_cdk.outputs import (
     DEAD_LETTER_QUEUE_URL,
     FUNCTION_NAME,
     LOCAL_DYNAMODB_ENDPOINT,
+    ON_FAILURE_QUEUE_ARN,
     QUEUE_URL,
     TOPIC_ARN,
 )
@@ -274,6 +275,17 @@ def subscribers_in(outputs: Mapping[str, str]) -> list[str]:
         if key.endswith(DEAD_LETTER_QUEUE_URL)
         and f"{key[: -len(DEAD_LETTER_QUEUE_URL)]}{QUEUE_URL}" not in outputs
         and f"{key[: -len(DEAD_LETTER_QUEUE_URL)]}{FUNCTION_NAME}" in outputs
+    )
+
+
+def stream_consumers_in(outputs: Mapping[str, str]) -> list[str]:
+    """The stream consumers a stack's outputs declare: a function with an on-failure queue
+    (`OrderStream` for `OrderStreamFunctionName` and `OrderStreamOnFailureQueueArn`)."""
+    return sorted(
+        key[: -len(ON_FAILURE_QUEUE_ARN)]
+        for key in outputs
+        if key.endswith(ON_FAILURE_QUEUE_ARN)
+        and f"{key[: -len(ON_FAILURE_QUEUE_ARN)]}{FUNCTION_NAME}" in outputs
     )
 
 
