@@ -165,6 +165,9 @@ def test_the_dynamodb_streams_sample_runs(invoke: InvokeWith) -> None:
         ("7000000000000000000002", "o-9001", "permanent", "no"),
         ("7000000000000000000003", "o-9002", "processed", "no"),
     ]
+    assert "FingerprintMismatch: key 'o-9001' was already used for a different payload" in (
+        result.stdout
+    )
     assert response(result.stdout) == {"batchItemFailures": []}
 
 
