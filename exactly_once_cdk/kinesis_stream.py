@@ -63,7 +63,6 @@ class KinesisStreamConsumer(StreamConsumerBase):
     """
 
     source_label = "Kinesis"
-    source_kind = "kinesis"
 
     def __init__(
         self,
@@ -92,11 +91,13 @@ class KinesisStreamConsumer(StreamConsumerBase):
             if encryption_key is None
             else {"encryption": kinesis.StreamEncryption.KMS, "encryption_key": encryption_key}
         )
+        # One provisioned shard unless on-demand mode is asked for, which takes no shard count.
+        on_demand = (stream_props or {}).get("stream_mode") == kinesis.StreamMode.ON_DEMAND
         self.stream = kinesis.Stream(
             self,
             "Stream",
             **{
-                "shard_count": 1,
+                **({} if on_demand else {"shard_count": 1}),
                 "retention_period": RETENTION,
                 "removal_policy": options.get("removal_policy", RemovalPolicy.RETAIN),
                 **encryption,

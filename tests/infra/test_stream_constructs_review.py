@@ -126,3 +126,20 @@ def test_record_age_past_the_table_streams_24_hours_is_refused() -> None:
             layer=layer,
             max_record_age=Duration.days(2),
         )
+
+
+def test_an_on_demand_stream_through_stream_props() -> None:
+    """The docstring offers on-demand mode through `stream_props`; kinesis.Stream refuses a
+    shard count beside it, so the default single shard must not be passed then."""
+    stack, table, layer = probe()
+    KinesisStreamConsumer(
+        stack,
+        "Orders",
+        code=INLINE,
+        table=table,
+        layer=layer,
+        stream_props={"stream_mode": kinesis.StreamMode.ON_DEMAND},
+    )
+    _, stream = one(template_of(stack), "AWS::Kinesis::Stream", "OrdersStream")
+    assert stream["Properties"]["StreamModeDetails"] == {"StreamMode": "ON_DEMAND"}
+    assert "ShardCount" not in stream["Properties"]
