@@ -63,6 +63,7 @@ class KinesisStreamConsumer(StreamConsumerBase):
     """
 
     source_label = "Kinesis"
+    source_kind = "kinesis"
 
     def __init__(
         self,
