@@ -174,8 +174,11 @@ class StreamPoller:
             return True
         first = next(i for i, r in enumerate(batch) if r.sequence == invocation.first_failed)
         if first > 0:  # the records before the lowest failure are done: checkpoint past them
+            # The batch's retries go on counting: Lambda counts them until the batch is done or
+            # given up, not afresh each time a partial response moves the checkpoint (as
+            # LocalStack's AWS-validated poller does; AWS's pages do not say). A handler that
+            # stops at its first failure can so exhaust them on records failing one by one.
             state.checkpoint_after(batch[first - 1])
-            state.attempts = 0
         state.attempts += 1
         remainder = batch[first:]
         function_error = invocation.outcome == "error"

@@ -1,11 +1,11 @@
 """Review of the local stream event source mapping (local_aws.stream_poller) against what Lambda
-does, on moto's Kinesis: an open question kept as a strict xfail until it is decided."""
+does, on moto's Kinesis: how a batch's retries are counted. AWS's pages do not say; LocalStack's
+poller, checked against AWS's own answers, counts them per batch until it is done or given up,
+and so does ours: the pessimistic reading, under which local runs show the hazard."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from local_aws.stream_poller import MappingSettings, StreamPoller
 from tests.local.stream_support import KinesisStream, RecordingHandler, order_of, sequence_of
@@ -13,16 +13,6 @@ from tests.local.stream_support import KinesisStream, RecordingHandler, order_of
 ORDERS = ["o1", "o2", "o3", "o4"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: the poller restarts MaximumRetryAttempts whenever a partial response moves "
-    "the checkpoint (stream_poller.poll_shard: `state.attempts = 0` when first > 0); Lambda "
-    "counts the retries of a batch until it is done or given up (LocalStack's AWS-validated "
-    "stream poller keeps one `attempts` for the batch across partial failures). With the "
-    "library's stop-at-first-failure, a batch whose records fail transiently one after "
-    "another is given up by Lambda after retry_attempts + 1 invocations, which runs "
-    "locally never show",
-)
 def test_retries_are_counted_per_batch_across_partial_failures(moto_endpoint: str) -> None:
     stream = KinesisStream(moto_endpoint)
     stream.put_all(ORDERS)

@@ -110,7 +110,9 @@ def run_stream_part(
     settings = MappingSettings(
         batch_size=10,
         bisect_on_error=True,
-        max_retry_attempts=3,
+        # as the constructs set it: a batch's retries are shared by its records (the poller
+        # counts them per batch, as Lambda appears to), and about one order in five fails once
+        max_retry_attempts=10,
         report_batch_item_failures=True,
     )
     StreamPoller(
