@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,14 +18,15 @@ from local_aws.stream_shards import DynamoDBStreamShards, KinesisShards, ShardSo
 REGION = "us-east-1"
 
 
-class StreamUnderTest:
+class StreamUnderTest(ABC):
     """One real stream: `put` writes an order, `source` reads it as the mapping does."""
 
     name: str
     source: ShardSource
 
+    @abstractmethod
     def put(self, order_id: str, **fields: Any) -> None:
-        raise NotImplementedError
+        """Write one order to the stream (each backend its own way)."""
 
     def put_all(self, order_ids: Iterable[str]) -> None:
         for order_id in order_ids:
