@@ -167,7 +167,11 @@ class WorkerPool:
             if proc is None:
                 continue
             if proc.pid is not None and process_state(proc.pid) == "T":
-                os.kill(proc.pid, signal.SIGCONT)
+                # It froze after the wait above (its last batch was in flight when the run
+                # ended): it still sleeps its whole pause, as a zombie does, and is counted.
+                since = self._stopped_at.get(proc.pid, time.monotonic())
+                time.sleep(max(0.0, since + self.pause_s - time.monotonic()))
+                self._wake(proc.pid, time.monotonic() - since)
             proc.join(max(0.1, end - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
