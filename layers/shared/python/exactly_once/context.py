@@ -8,11 +8,18 @@ own fields (`sqs/context.py`, `sns/context.py`, `http/context.py`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from exactly_once import heartbeat
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.records import Lock
+
+if TYPE_CHECKING:
+    from exactly_once.steps.runner import StepRun
+    from exactly_once.steps.step import Step
+
+T = TypeVar("T")
 
 
 class LockedContext(ABC):
@@ -23,6 +30,18 @@ class LockedContext(ABC):
     attempt: int
     _store: Store | None
     _lock: Lock | None
+    _step_run: StepRun | None = None  # the holder's steps, from its first `step`
+
+    def step(self, name: str, fn: Callable[[Step], T]) -> T:
+        """Run `fn(step)` once for this key and keep its result as a recovery point: the key's
+        next holder (a retry, a takeover after a crash, a durable replay, the completer) gets
+        the result back without running `fn` again. Steps are ordered: call them in the same
+        order every time, each with a name of its own. Its writes commit with the point
+        (`step.transaction` on PostgreSQL, `step.write` on DynamoDB); a call to the outside
+        world passes `step.idempotency_key`. See docs/steps.md."""
+        from exactly_once.steps.runner import run_step
+
+        return run_step(self, name, fn)
 
     @property
     @abstractmethod

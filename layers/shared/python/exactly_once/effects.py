@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from exactly_once.errors import ConfigurationError
+from exactly_once.errors import ConfigurationError, LeaseLost
 from exactly_once.stores import schema
 from exactly_once.stores.codec import sha256_hex
 from exactly_once.stores.dynamodb.store import IdempotencyStore
@@ -28,9 +28,7 @@ from exactly_once.stores.schema import Status
 if TYPE_CHECKING:
     from exactly_once.context import LockedContext
 
-
-class LeaseLost(Exception):
-    """Another holder owns the record now: this execution must not apply its effect."""
+__all__ = ["LeaseLost", "effect_mark", "put_once"]
 
 
 def put_once(

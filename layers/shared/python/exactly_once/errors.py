@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+class LeaseLost(Exception):
+    """Another holder owns the record now: this execution must not apply its effect, record its
+    step or write its outcome. Importable from `exactly_once.effects`, where it was first."""
+
+
 class PermanentError(Exception):
     """Raise from a consumer when retrying cannot help: the record is FAILED and sent to the DLQ."""
 
@@ -39,3 +44,24 @@ class LockInherited(RuntimeError):
     holder: every write and effect made with an inherited lock is refused with this error, and
     the parent's lock is left as it is. Take a lock of the clone's own instead.
     """
+
+
+class StepOrderError(PermanentError):
+    """A step was called where the key's recovery points say another step finished: the code
+    changed its steps while the key was in flight, or a step name is used twice. Resuming it
+    could skip or repeat work, so the key fails permanently for a person to look at."""
+
+
+class StepResultUnstorable(PermanentError):
+    """A step's result cannot be kept as its recovery point (over the result cap, or a type the
+    codec cannot round-trip): a retry would run the step again, so the key fails permanently
+    instead. The step's own effect has happened; its recovery point has not been written."""
+
+
+class StepWriteRefused(PermanentError):
+    """A step's fenced write (DynamoDB) was refused by its own condition: nothing of the step
+    was written, and its recovery point neither. Raised with the index of the refused write."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index

@@ -19,6 +19,7 @@ from exactly_once.stores.records import (
     ErrorInfo,
     Finish,
     Lock,
+    StepPoint,
     StoredRecord,
     WriteResult,
 )
@@ -93,6 +94,20 @@ class Store(Protocol):
     def discard(self, lock: Lock) -> None:
         """Roll back the holder's open transaction, if any: its work ended without an outcome
         of its own to commit (a lease lost, a crash path)."""
+
+    def record_step(
+        self, lock: Lock, point: StepPoint, writes: Sequence[dict[str, Any]] = ()
+    ) -> WriteResult:
+        """Write a step's recovery point, fenced on `lock` and only into an empty position,
+        committing the step's writes with it (PostgreSQL: its open `step_transaction`;
+        DynamoDB: `writes`, TransactWriteItems entries). OK for our own point already there
+        (a lost reply); LEASE_LOST when the key has another holder."""
+
+    def step_transaction(self, lock: Lock) -> Any:
+        """The open transaction of the holder's running step (PostgreSQL store only)."""
+
+    def discard_step(self, lock: Lock) -> None:
+        """Roll back the running step's transaction, if any (the step raised)."""
 
 
 def open_store(settings: StoreSettings, dynamodb_client: DynamoDBClient | None = None) -> Store:

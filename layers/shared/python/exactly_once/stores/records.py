@@ -44,6 +44,65 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True)
+class StepPoint:
+    """One step's recovery point: the step finished, and this is what it returned.
+
+    `result_text` is the codec's JSON (the same encoding and cap as a stored result); `fence`
+    is the holder that wrote it, which is how a retried write recognises its own lost reply.
+    """
+
+    position: int
+    name: str
+    result_text: str
+    fence: int
+    at_ms: int
+
+    @property
+    def result(self) -> Any:
+        return codec.loads(self.result_text)
+
+    def to_attribute(self) -> dict[str, Any]:
+        return {
+            "M": {
+                "name": {"S": self.name},
+                "result": {"S": self.result_text},
+                "fence": {"N": str(self.fence)},
+                "at": {"N": str(self.at_ms)},
+            }
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """As the PostgreSQL store keeps it, in the row's `steps` object under its position."""
+        return {
+            "name": self.name,
+            "result": self.result_text,
+            "fence": self.fence,
+            "at": self.at_ms,
+        }
+
+    @classmethod
+    def from_attribute(cls, position: int, value: dict[str, Any]) -> StepPoint:
+        fields = value["M"]
+        return cls(
+            position,
+            fields["name"]["S"],
+            fields["result"]["S"],
+            int(fields["fence"]["N"]),
+            int(fields["at"]["N"]),
+        )
+
+    @classmethod
+    def from_json(cls, position: int, value: dict[str, Any]) -> StepPoint:
+        return cls(
+            position,
+            str(value["name"]),
+            str(value["result"]),
+            int(value["fence"]),
+            int(value["at"]),
+        )
+
+
+@dataclass(frozen=True)
 class StoredRecord:
     """A record as read from the table.
 
@@ -71,6 +130,7 @@ class StoredRecord:
     expected_by_ms: int | None = None  # when its holder expected to be done (`once`)
     resume_id: str | None = None  # a holder that resumes across invocations (schema.RESUME_ID)
     effect_marks: dict[str, int] = field(default_factory=dict)  # mark attribute -> fence
+    steps: dict[int, StepPoint] = field(default_factory=dict)  # position -> recovery point
 
     @property
     def result(self) -> Any:
@@ -138,7 +198,18 @@ class StoredRecord:
                 for name, value in item.items()
                 if name.startswith(schema.EFFECT_FENCE) and "N" in value
             },
+            steps=_steps(item),
         )
+
+
+def _steps(item: Item) -> dict[int, StepPoint]:
+    prefix = schema.STEP + "#"
+    points = {}
+    for name, value in item.items():
+        if name.startswith(prefix) and name[len(prefix) :].isdigit() and "M" in value:
+            position = int(name[len(prefix) :])
+            points[position] = StepPoint.from_attribute(position, value)
+    return points
 
 
 def _s(item: Item, name: str) -> str | None:

@@ -28,6 +28,11 @@ FINGERPRINT = "fingerprint"
 # value is the fence of the holder that applied it (see effects.py). A TTL-expired record is
 # replaced by a new item, so a mark never outlives its generation.
 EFFECT_FENCE = "effect_fence"
+# One recovery point per finished step of the holder's work (steps/): "step#<position>", a map of
+# the step's name, its result (the codec's JSON), the fence and time of the holder that wrote it.
+# Kept across takeovers and retries of one generation, so the next holder resumes after it; a
+# TTL-expired record is replaced by a new item, so a step never outlives its generation.
+STEP = "step"
 REPLAY_NONCE = "replay_nonce"  # on permanently FAILED records; a real DLQ replay presents it
 # Epoch milliseconds by which the holder expected to finish (`once`'s expected duration). It may
 # lie well before the lease's end, so a monitor can report slow work before it is stuck. Only
@@ -50,6 +55,11 @@ class Status(StrEnum):
     IN_PROGRESS = "IN_PROGRESS"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
+
+
+def step_attribute(position: int) -> str:
+    """The record attribute that holds the recovery point of the step at `position` (1-based)."""
+    return f"{STEP}#{position:04d}"
 
 
 def record_id(scope: str, key: str) -> str:

@@ -32,6 +32,7 @@ from exactly_once.stores.records import (
     ErrorInfo,
     Finish,
     Lock,
+    StepPoint,
     StoredRecord,
     WriteResult,
 )
@@ -246,6 +247,28 @@ class IdempotencyStore:
 
     def discard(self, lock: Lock) -> None:
         """Nothing to roll back: every write here is its own conditional write."""
+
+    # -- steps (steps/) ------------------------------------------------------------------------
+
+    def record_step(
+        self, lock: Lock, point: StepPoint, writes: Sequence[dict[str, Any]] = ()
+    ) -> WriteResult:
+        """Write a step's recovery point, fenced, with the step's `writes` (TransactWriteItems
+        entries) in the same transaction (stores/dynamodb/steps.py)."""
+        from exactly_once.stores.dynamodb import steps
+
+        at_ms = int(self._clock() * 1000)
+        return steps.record_step(self, lock, replace(point, at_ms=at_ms), writes)
+
+    def step_transaction(self, lock: Lock) -> Any:
+        """A step's writes on DynamoDB are `writes` committed with its recovery point."""
+        raise ConfigurationError(
+            "a step's transaction needs the PostgreSQL store (IDEMPOTENCY_DSN); on DynamoDB "
+            "give the step its writes (step.write(...)), committed with its recovery point"
+        )
+
+    def discard_step(self, lock: Lock) -> None:
+        """Nothing to roll back: a step's writes go in its one TransactWriteItems."""
 
     # -- reads and operator actions ----------------------------------------------------------
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from exactly_once.stores.records import ErrorInfo, StoredRecord
+from exactly_once.stores.records import ErrorInfo, StepPoint, StoredRecord
 from exactly_once.stores.schema import Status
 
 COLUMNS = (
     "id, scope, status, lock_token, fence, attempts, owner, lease_expires_at_ms, created_at_ms, "
     "updated_at_ms, expires_at_s, pending_at_ms, acquired_over, fingerprint, expected_by_ms, "
     "result, result_sha256, result_size, result_omitted, error_type, error_message, "
-    "error_retryable, error_at_ms, replay_nonce, resume_id, resumed"
+    "error_retryable, error_at_ms, replay_nonce, resume_id, resumed, steps"
 )
 
 
@@ -41,4 +41,8 @@ def record_from_row(row: dict[str, Any]) -> StoredRecord:
         replay_nonce=row["replay_nonce"],
         expected_by_ms=row["expected_by_ms"],
         resume_id=row["resume_id"],
+        steps={
+            int(position): StepPoint.from_json(int(position), point)
+            for position, point in (row.get("steps") or {}).items()
+        },
     )

@@ -40,7 +40,8 @@ ACQUIRE_SET = f"""
             END,
         result = NULL, result_sha256 = NULL, result_size = NULL, result_omitted = NULL,
         error_type = NULL, error_message = NULL, error_retryable = NULL, error_at_ms = NULL,
-        replay_nonce = NULL"""
+        replay_nonce = NULL,
+        steps = CASE WHEN r.expires_at_s < {NOW_S} THEN NULL ELSE r.steps END"""
 
 # Acquirable, as on DynamoDB: a TTL-expired row (a new generation, unless it is a live lease or
 # a takeover that is blocked), an expired lease (unless blocked), a retryable FAILED row, or a
@@ -143,6 +144,17 @@ COMPLETE_AND_COMMIT = (
     "SET LOCAL statement_timeout = %(timeout_ms)s; "
     f"WITH done AS (UPDATE exactly_once.records SET {COMPLETE} {FENCED} RETURNING 1) "
     "SELECT 1 / count(*) FROM done; COMMIT"
+)
+
+# A step's recovery point, fenced and only into an empty position, as the last statement of the
+# step's transaction with its COMMIT (one round trip, as COMPLETE_AND_COMMIT): when the fence or
+# the position refuses, `1 / count(*)` divides by zero and nothing of the step commits.
+STEP_AND_COMMIT = (
+    "SET LOCAL statement_timeout = %(timeout_ms)s; "
+    "WITH done AS (UPDATE exactly_once.records SET "
+    "steps = COALESCE(steps, '{}'::jsonb) || jsonb_build_object(%(pos)s::text, %(point)s::jsonb), "
+    f"updated_at_ms = {NOW_MS} {FENCED} AND NOT COALESCE(steps ? %(pos)s::text, false) "
+    "RETURNING 1) SELECT 1 / count(*) FROM done; COMMIT"
 )
 
 # Reads and operator actions.

@@ -18,7 +18,8 @@ plus a transaction that commits the holder's business writes with its COMPLETED 
 The class is joined here from one module per job, each built on base.py (the pools, running a
 statement, reading one record): statements.py holds the SQL as text, acquisition.py the
 acquire, transactions.py the holder's lent transaction and the completion that commits it,
-writes.py the fenced writes, batch_acquire.py and batch_finish.py a batch's acquisitions and
+writes.py the fenced writes, steps.py a step's recovery point with its transaction,
+batch_acquire.py and batch_finish.py a batch's acquisitions and
 outcomes in one statement each (batch_statements.py), operations.py the operator's listings
 and reset, ids.py the record ids as PostgreSQL text holds them.
 """
@@ -33,13 +34,14 @@ from exactly_once.stores.postgres import connections
 from exactly_once.stores.postgres.batch_acquire import BatchAcquiring
 from exactly_once.stores.postgres.batch_finish import BatchFinishing
 from exactly_once.stores.postgres.operations import Operations
+from exactly_once.stores.postgres.steps import StepTransactions
 from exactly_once.stores.records import AcquireRequest, Acquisition, Finish, WriteResult
 
 if TYPE_CHECKING:
     from exactly_once.config import StoreSettings
 
 
-class PostgresStore(BatchAcquiring, BatchFinishing, Operations):
+class PostgresStore(BatchAcquiring, BatchFinishing, StepTransactions, Operations):
     """Lock, complete and fail idempotency records with fenced statements on PostgreSQL.
 
     Constructed as base.StoreBase says (`conninfo`, the lifetimes, `clock=`, the two pools)."""

@@ -38,9 +38,14 @@ class LentTransactions(StoreBase):
         fenced on the token, then fails and rolls them back. The holder's statements run under
         the database's own statement_timeout, not the store's (statements.BEGIN).
         """
+        return self._lend(lock, lock.token)
+
+    def _lend(self, lock: Lock, slot: str) -> Connection[Any]:
+        """The connection open under `slot` (the holder's token, or its running step's), or a
+        pooled one with BEGIN sent, lent under it."""
         lock.own()  # a fork child's copy of the parent's lock is refused (LockInherited)
         with self._open_lock:
-            conn = self._open.get(lock.token)
+            conn = self._open.get(slot)
         if conn is not None:
             return conn
         # Never wait for a pooled connection under the lock: the holders that would give one
@@ -54,7 +59,7 @@ class LentTransactions(StoreBase):
             raise
         connections.lend(conn, lent=True)
         with self._open_lock:
-            self._open[lock.token] = conn
+            self._open[slot] = conn
         return conn
 
     def discard(self, lock: Lock) -> None:

@@ -1,0 +1,77 @@
+"""`Step`: what a step's function is handed, to make its effects part of the step."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from exactly_once.stores.protocol import Store
+    from exactly_once.stores.records import Lock
+
+
+class Step:
+    """One running step of one holder: its name and position, the key's identity for the
+    outside world, and the writes that commit with its recovery point.
+
+    - `idempotency_key`: pass it to a provider that deduplicates (a payment API): see keys.py.
+    - `transaction` (PostgreSQL): the step's own transaction; its writes commit with the step's
+      recovery point, and roll back if the step raises or the key was taken over.
+    - `write(entry)` / `put(table, item)` (DynamoDB): TransactWriteItems entries committed in one
+      transaction with the recovery point, fenced on the holder's lock.
+    """
+
+    __slots__ = ("_lock", "_store", "fence", "idempotency_key", "key", "name", "position", "writes")
+
+    def __init__(
+        self,
+        store: Store,
+        lock: Lock,
+        *,
+        key: str,
+        name: str,
+        position: int,
+        idempotency_key: str,
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self.key = key
+        self.name = name
+        self.position = position
+        self.fence = lock.fence  # the holder's fence: pass it downstream to fence a write
+        self.idempotency_key = idempotency_key
+        self.writes: list[dict[str, Any]] = []
+
+    def __repr__(self) -> str:
+        return f"Step({self.name!r}, position={self.position}, key={self.key!r})"
+
+    @property
+    def transaction(self) -> Any:
+        """The open `psycopg.Connection` whose transaction commits with this step's recovery
+        point (PostgreSQL store only); commit, rollback and close are refused on it."""
+        return self._store.step_transaction(self._lock)
+
+    def write(self, entry: dict[str, Any]) -> None:
+        """Add one TransactWriteItems entry ({"Put": …}, {"Update": …}, {"Delete": …} or
+        {"ConditionCheck": …}) to commit with this step's recovery point (DynamoDB store only).
+        Its own condition, if refused, fails the step with StepWriteRefused: nothing is written.
+        """
+        if self._store.backend != "dynamodb":
+            raise TypeError("step.write is for the DynamoDB store; use step.transaction")
+        self.writes.append(entry)
+
+    def put(self, table: str, item: dict[str, Any], *, new_only: tuple[str, ...] = ()) -> None:
+        """`write` a Put of `item` (low-level attribute values) into `table`; `new_only` names
+        key attributes that must not exist yet (a second item with that key is refused)."""
+        self.write(_put(table, item, new_only))
+
+
+def _put(table: str, item: dict[str, Any], new_only: tuple[str, ...]) -> dict[str, Any]:
+    """A Put entry; with `new_only`, conditioned on those key attributes not existing."""
+    put: dict[str, Any] = {"TableName": table, "Item": item}
+    if new_only:
+        placeholders = {f"#n{i}": name for i, name in enumerate(new_only)}
+        put["ConditionExpression"] = " AND ".join(
+            f"attribute_not_exists({p})" for p in placeholders
+        )
+        put["ExpressionAttributeNames"] = placeholders
+    return {"Put": put}

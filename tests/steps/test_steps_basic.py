@@ -1,0 +1,70 @@
+"""A holder's steps: each runs once per key, a takeover resumes after the last finished one."""
+
+from __future__ import annotations
+
+import pytest
+
+from exactly_once import begin
+from exactly_once.effects import LeaseLost
+from exactly_once.errors import StepOrderError
+from exactly_once.stores.protocol import Store
+from tests.conftest import FakeClock
+
+
+def test_a_takeover_resumes_after_the_last_finished_step(
+    store: Store, scope: str, clock: FakeClock
+) -> None:
+    ran: list[str] = []
+    first = begin(scope, "k", store=store, lease_s=10).lock
+    assert first.step("charge", lambda s: ran.append("charge") or "ch_1") == "ch_1"
+    assert first.step("ship", lambda s: ran.append("ship") or {"id": 7}) == {"id": 7}
+    clock.advance(30)  # the first holder died after two steps; its lease ends
+    second = begin(scope, "k", store=store, lease_s=10).lock
+    assert second.fence > first.fence
+    assert second.step("charge", lambda s: ran.append("charge!") or "x") == "ch_1"
+    assert second.step("ship", lambda s: ran.append("ship!") or "x") == {"id": 7}
+    assert second.step("email", lambda s: ran.append("email") or True) is True
+    second.succeed("done")
+    assert ran == ["charge", "ship", "email"]
+
+
+def test_a_zombie_step_after_a_takeover_is_refused(
+    store: Store, scope: str, clock: FakeClock
+) -> None:
+    zombie = begin(scope, "k", store=store, lease_s=10).lock
+    zombie.step("charge", lambda s: 1)
+    clock.advance(30)
+    successor = begin(scope, "k", store=store, lease_s=10).lock
+    with pytest.raises(LeaseLost):
+        zombie.step("ship", lambda s: 2)
+    assert successor.step("charge", lambda s: 99) == 1
+    assert successor.step("ship", lambda s: 3) == 3
+
+
+def test_steps_keep_their_order(store: Store, scope: str, clock: FakeClock) -> None:
+    first = begin(scope, "k", store=store, lease_s=10).lock
+    first.step("a", lambda s: 1)
+    with pytest.raises(StepOrderError):
+        first.step("a", lambda s: 1)
+    clock.advance(30)
+    second = begin(scope, "k", store=store, lease_s=10).lock
+    with pytest.raises(StepOrderError):
+        second.step("b", lambda s: 2)
+
+
+def test_the_step_key_is_the_same_for_every_holder_of_a_generation(
+    store: Store, scope: str, clock: FakeClock
+) -> None:
+    keys: list[str] = []
+
+    def crash(step: object) -> None:
+        keys.append(step.idempotency_key)  # type: ignore[attr-defined]
+        raise RuntimeError("died after the provider's call")
+
+    first = begin(scope, "k", store=store, lease_s=10).lock
+    with pytest.raises(RuntimeError):
+        first.step("charge", crash)
+    clock.advance(30)
+    second = begin(scope, "k", store=store, lease_s=10).lock
+    second.step("charge", lambda s: keys.append(s.idempotency_key))
+    assert keys[0] == keys[1] and keys[0].startswith("eo-step-")
