@@ -20,6 +20,7 @@ from rich.text import Text
 from exactly_once import IdempotencyStore, Status, StoredRecord
 from exactly_once.keys import HASHED_PREFIX, storable_key
 from exactly_once.stores.protocol import Store
+from exactly_once.stores.records import StepPoint
 from exactly_once_cdk.outputs import IDEMPOTENCY_TABLE
 from exactly_once_cli.common import CliError, StackOption, aws_target, stdout
 from exactly_once_cli.store_target import (
@@ -216,11 +217,28 @@ def _record_data(record: StoredRecord, now_s: float | None = None) -> dict[str, 
         if per_second and isinstance(value, int):
             data[name.rsplit("_", 1)[0]] = when(value / per_second, now)
     data["status"] = record.status.value
+    # The recovery points in order, each with its decoded result and its time: which step the
+    # key stopped after is what a person asks of a stuck key.
+    data["steps"] = [_step_data(record.steps[position], now) for position in sorted(record.steps)]
     result, undecodable = record.decoded_result()  # never raises, whatever was stored
     data["result"] = result
     if undecodable:
         data["result_undecodable"] = undecodable
     return data
+
+
+def _step_data(point: StepPoint, now: float) -> dict[str, object]:
+    try:
+        result: object = point.result
+    except Exception as exc:  # shown, never raised: a point written by another version
+        result = f"<undecodable: {type(exc).__name__}>"
+    return {
+        "position": point.position,
+        "name": point.name,
+        "fence": point.fence,
+        "at": when(point.at_ms / 1000, now),
+        "result": result,
+    }
 
 
 def stored_key(key: str, stored: bool) -> str:

@@ -52,3 +52,22 @@ def test_epoch_times_are_followed_by_utc_iso_times_and_ages() -> None:
     assert "updated_at" not in shown  # never written, so no time to show
     keys = list(shown)
     assert keys.index("created_at") == keys.index("created_at_ms") + 1
+
+
+def test_recovery_points_are_listed_in_order_with_their_results() -> None:
+    point = {"M": {"name": {"S": "ship"}, "fence": {"N": "7"}, "at": {"N": "1800000000000"}}}
+    charge = {"M": {**point["M"], "name": {"S": "charge"}, "result": {"S": codec.dumps((1, 2))}}}
+    broken = {"M": {**point["M"], "result": {"S": '{"__eo_decimal__": "x"}'}}}
+    record = StoredRecord.from_item(
+        {
+            schema.PARTITION_KEY: {"S": "orders#o-1"},
+            schema.STATUS: {"S": "IN_PROGRESS"},
+            schema.FENCE: {"N": "7"},
+            schema.step_attribute(2): broken,
+            schema.step_attribute(1): charge,
+        }
+    )
+    shown = json.loads(_record_json(record, now_s=1800000000.0))
+    assert [(s["position"], s["name"]) for s in shown["steps"]] == [(1, "charge"), (2, "ship")]
+    assert shown["steps"][0]["result"] == [1, 2]
+    assert shown["steps"][1]["result"].startswith("<undecodable")
