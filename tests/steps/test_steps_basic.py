@@ -67,4 +67,37 @@ def test_the_step_key_is_the_same_for_every_holder_of_a_generation(
     clock.advance(30)
     second = begin(scope, "k", store=store, lease_s=10).lock
     second.step("charge", lambda s: keys.append(s.idempotency_key))
-    assert keys[0] == keys[1] and keys[0].startswith("eo-step-")
+    assert keys[0] == keys[1]
+    assert keys[0].startswith("eo-step-")
+
+
+def test_steps_do_not_nest(store: Store, scope: str) -> None:
+    lock = begin(scope, "k", store=store, lease_s=10).lock
+    with pytest.raises(StepOrderError, match="do not nest"):
+        lock.step("outer", lambda s: lock.step("inner", lambda t: 1))
+    # Nothing was recorded: the next holder (here, this one) runs the outer step afresh.
+    assert lock.step("outer", lambda s: 2) == 2
+
+
+def test_inside_a_step_ctx_transaction_is_the_steps_own(pg_dsn: str, scope: str) -> None:
+    """Writes made through ctx.transaction inside a step (as the ledger's helpers make them)
+    commit with the step's recovery point, not with the key's completion: a holder that dies
+    after the step keeps them, and its successor does not make them again."""
+    import psycopg
+
+    from exactly_once.stores.postgres.store import PostgresStore
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS step_rows (k text, step text)")
+    store = PostgresStore(pg_dsn)
+    lock = begin(scope, "k", store=store, lease_s=10).lock
+
+    def write(step: object) -> str:
+        lock.transaction.execute("INSERT INTO step_rows VALUES (%s, 'charge')", (scope,))
+        return "ch"
+
+    assert lock.step("charge", write) == "ch"
+    lock.abandon()  # the holder dies: nothing of its own transaction commits
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM step_rows WHERE k = %s", (scope,)).fetchone()
+    assert rows == (1,)

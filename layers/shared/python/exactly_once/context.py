@@ -63,7 +63,11 @@ class LockedContext(ABC):
         record (PostgreSQL store only): business writes made on it happen exactly when the
         work is recorded done, and roll back when this holder lost its lease. Keep slow calls
         to other systems out of it (docs/postgres.md: a payment API called inside it cannot be
-        rolled back with it)."""
+        rolled back with it). Inside a step it is the step's own transaction (steps/), which
+        commits with the step's recovery point instead."""
+        step = running_step(self)
+        if step is not None:
+            return step.transaction  # inside a step, its writes commit with the step
         if self._store is None or self._lock is None:
             raise RuntimeError("this context holds no lock")
         return self._store.transaction(self._lock)
@@ -77,3 +81,9 @@ class LockedContext(ABC):
             self._lock = result.lock
             heartbeat.reach(result.lock, lease_ms / 1000)  # renewals honour it (heartbeat.py)
         return result.ok
+
+
+def running_step(ctx: LockedContext) -> Step | None:
+    """The step whose function runs now in this holder, if any."""
+    run = ctx._step_run
+    return None if run is None else run.running

@@ -21,10 +21,10 @@ _SDK = "aws_durable_execution_sdk_python"
 TRANSACTION_REFUSED = (
     "a durable execution's lock lends no transaction: a step that wrote in it is checkpointed, "
     "the next suspension (context.wait) rolls the transaction back, and the replay does not run "
-    "the step again, so the key would be completed without its writes. Put the step's writes in "
-    "a once(...) of their own inside the step, keyed for the step (f'{key}#<step name>') and "
-    "without the DurableContext: its lock's transaction commits with that inner completion, "
-    "before the step's result is checkpointed, and a retried step finds the inner key COMPLETED"
+    "the step again, so the key would be completed without its writes. Write in a step of the "
+    "lock instead (lock.step(name, fn), in step.transaction): its writes commit with the step's "
+    "recovery point before the SDK checkpoints anything, and a replay gets the step's result "
+    "back without running it again"
 )
 """Why no transaction that commits with a durable key's completion can hold a step's writes:
 besides the suspension, a crash between the SDK's checkpoint of the step and our COMMIT loses

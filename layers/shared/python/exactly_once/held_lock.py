@@ -17,7 +17,7 @@ from typing import Any
 
 from exactly_once import durable, heartbeat, observability
 from exactly_once.completion import COMPLETE_ATTEMPTS, write_durably
-from exactly_once.context import LockedContext
+from exactly_once.context import LockedContext, running_step
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import CommitFailed, CommitUnknown, ConfigurationError, PermanentError
 from exactly_once.stores.protocol import Store
@@ -213,7 +213,12 @@ class OnceLock(LockedContext):
         """The open transaction that commits with `succeed` (PostgreSQL store only); refused
         once the outcome is written, as nothing would commit it any more, and refused to a
         durable execution's lock (see durable.TRANSACTION_REFUSED: a suspension rolls it back,
-        and the replay does not run the checkpointed step that wrote in it again)."""
+        and the replay does not run the checkpointed step that wrote in it again). Inside a step
+        (`step`) it is the step's own transaction, for every lock: it commits with the step's
+        recovery point."""
+        step = running_step(self)
+        if step is not None:
+            return step.transaction  # inside a step, its writes commit with the step
         lock = self._unfinished()
         if self.durable_execution is not None:
             raise ConfigurationError(durable.TRANSACTION_REFUSED)

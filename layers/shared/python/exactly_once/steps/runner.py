@@ -61,12 +61,18 @@ class StepRun:
         self._position = 0
         self._names: set[str] = set()
         self._token: str | None = None  # the lock it was read under: a new holder reads again
+        self.running: Step | None = None  # the step whose fn runs now (`ctx.transaction` is its)
 
     def run(self, name: str, fn: Callable[[Step], T]) -> T:
         """Run step `name` once for the key (see the module's docstring)."""
+        checked(name)
+        if self.running is not None:
+            raise StepOrderError(
+                f"{self._ctx.key!r}: step {name!r} is called inside step {self.running.name!r}; "
+                "steps do not nest"
+            )
         store, lock = self._held()
         points = self._points(store, lock)
-        checked(name)
         position = self._position + 1
         done = points.get(position)
         if done is not None:
@@ -94,11 +100,14 @@ class StepRun:
                 self._ctx.scope, self._ctx.key, self.generation, position, name
             ),
         )
+        self.running = step
         try:
             result = fn(step)
         except BaseException:
             store.discard_step(lock)  # its transaction's writes roll back with it
             raise
+        finally:
+            self.running = None
         self._record_point(store, lock, position, name, result, step.writes)
         return result
 

@@ -84,7 +84,12 @@ def _refused(item: dict[str, Any] | None, lock: Lock, point: StepPoint) -> Write
     current = StoredRecord.from_item(dict(item)) if item else None
     if current is not None and current.lock_token == lock.token:
         mine = current.steps.get(point.position)
-        if current.status is Status.IN_PROGRESS and mine is not None and mine.fence == lock.fence:
+        if (
+            current.status is Status.IN_PROGRESS
+            and mine is not None
+            and (mine.fence, mine.name, mine.result_text)
+            == (lock.fence, point.name, point.result_text)
+        ):
             return WriteResult(WriteStatus.OK, lock=lock)
     return WriteResult(WriteStatus.LEASE_LOST, current=current)
 
