@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from exactly_once import begin
 from exactly_once.effects import LeaseLost
 from exactly_once.errors import StepOrderError
+from exactly_once.steps.step import Step
 from exactly_once.stores.protocol import Store
 from tests.conftest import FakeClock
 
@@ -15,15 +19,23 @@ def test_a_takeover_resumes_after_the_last_finished_step(
     store: Store, scope: str, clock: FakeClock
 ) -> None:
     ran: list[str] = []
+
+    def runs(name: str, result: Any) -> Callable[[Step], Any]:
+        def fn(step: Step) -> Any:
+            ran.append(name)
+            return result
+
+        return fn
+
     first = begin(scope, "k", store=store, lease_s=10).lock
-    assert first.step("charge", lambda s: ran.append("charge") or "ch_1") == "ch_1"
-    assert first.step("ship", lambda s: ran.append("ship") or {"id": 7}) == {"id": 7}
+    assert first.step("charge", runs("charge", "ch_1")) == "ch_1"
+    assert first.step("ship", runs("ship", {"id": 7})) == {"id": 7}
     clock.advance(30)  # the first holder died after two steps; its lease ends
     second = begin(scope, "k", store=store, lease_s=10).lock
     assert second.fence > first.fence
-    assert second.step("charge", lambda s: ran.append("charge!") or "x") == "ch_1"
-    assert second.step("ship", lambda s: ran.append("ship!") or "x") == {"id": 7}
-    assert second.step("email", lambda s: ran.append("email") or True) is True
+    assert second.step("charge", runs("charge!", "x")) == "ch_1"
+    assert second.step("ship", runs("ship!", "x")) == {"id": 7}
+    assert second.step("email", runs("email", True)) is True
     second.succeed("done")
     assert ran == ["charge", "ship", "email"]
 
