@@ -56,6 +56,9 @@ if TYPE_CHECKING:
     from exactly_once.sns.subscriber import DeliveryFailed as DeliveryFailed
     from exactly_once.sns.subscriber import SnsSubscriber as SnsSubscriber
     from exactly_once.sns.subscriber import sns_subscriber as sns_subscriber
+    from exactly_once.steps.completer import complete_abandoned as complete_abandoned
+    from exactly_once.steps.resumable import Resumable as Resumable
+    from exactly_once.steps.resumable import resumable as resumable
     from exactly_once.stores.postgres.store import PostgresStore as PostgresStore
     from exactly_once.streams.consumer import StreamConsumer as StreamConsumer
     from exactly_once.streams.consumer import stream_consumer as stream_consumer
@@ -79,6 +82,10 @@ _LAZY = {
     "OnceBlock": "once_block",
     "begin": "once_lock",
     "once": "once_lock",
+    # Finishing abandoned keys (steps/): only code that defines or completes resumables.
+    "Resumable": "steps.resumable",
+    "resumable": "steps.resumable",
+    "complete_abandoned": "steps.completer",
 }
 
 __all__ = [
@@ -110,6 +117,7 @@ __all__ = [
     "RecordContext",
     "RecordResult",
     "RequestContext",
+    "Resumable",
     "SnsSubscriber",
     "SqsConsumer",
     "SqsMessage",
@@ -121,9 +129,11 @@ __all__ = [
     "WriteStatus",
     "begin",
     "claim",
+    "complete_abandoned",
     "idempotent_api",
     "once",
     "open_store",
+    "resumable",
     "sns_subscriber",
     "sqs_consumer",
     "stream_consumer",
