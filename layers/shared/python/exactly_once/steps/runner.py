@@ -183,6 +183,12 @@ class StepRun:
             )
         except CommitFailed:
             raise  # nothing of the step committed: the key's next holder runs it again
+        except BaseException:
+            # It may have committed (every reply lost, the record unreadable: CommitUnknown):
+            # this holder reads the record again at its next step, so a point that did commit
+            # is its result, and its fn, whose writes went with that point, never runs again.
+            self._record = None
+            raise
         if not written.ok:
             now = written.current
             holder = f"now {now.status} at fence {now.fence}" if now else "the record is gone"

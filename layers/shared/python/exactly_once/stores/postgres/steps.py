@@ -106,8 +106,17 @@ class StepTransactions(LentTransactions):
         if current is None or current.lock_token != lock.token:
             return WriteResult(WriteStatus.LEASE_LOST, current=current)
         mine = current.steps.get(point.position)
-        if mine is not None and mine.fence == lock.fence and mine.name == point.name:
+        # Ours only when it is this very point (as on DynamoDB): an earlier attempt of the same
+        # holder's with another result is not this write's reply, and going on with this
+        # result, which never committed, would part the holder from its recovery point.
+        if mine is not None and (mine.fence, mine.name, mine.result_text) == (
+            lock.fence,
+            point.name,
+            point.result_text,
+        ):
             return WriteResult(WriteStatus.OK, lock=lock)
+        if mine is not None:
+            return WriteResult(WriteStatus.LEASE_LOST, current=current)
         if refused or current.status is not Status.IN_PROGRESS:
             return WriteResult(WriteStatus.LEASE_LOST, current=current)
         raise CommitFailed(
