@@ -26,6 +26,7 @@ import pytest
 from exactly_once import DeliveryFailed, PermanentError, begin, once, sns_subscriber, sqs_consumer
 from exactly_once.context import LockedContext
 from exactly_once.outcomes import Outcome
+from exactly_once.steps.step import Step
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.schema import Status
 from exactly_once.streams import stream_consumer
@@ -312,18 +313,31 @@ def test_a_step_order_error_fails_the_key_as_a_permanent_error_does(
 def test_a_step_whose_result_cannot_be_kept_fails_permanently(
     driver: MakeDriver, books: Books
 ) -> None:
-    """StepResultUnstorable: the step's effect happened but its point was not written, so the
-    key is failed rather than run again (the effect stays once)."""
-    deliver = driver(
-        lambda ctx, oid: ctx.step("charge", lambda s: books.record(s, oid) or object())
-    )
+    """StepResultUnstorable: the step's provider call happened, but its write went with the
+    point that could not be kept, so neither committed; the key fails as a permanent error
+    does rather than run the step again (HTTP: a retryable 500, whose retry calls the
+    provider again with the same step key)."""
+
+    def work(ctx: LockedContext, oid: str) -> object:
+        def charge(step: Step) -> object:
+            books.call_provider(oid, "charge", step.idempotency_key)
+            books.record(step, oid)
+            return object()  # no codec keeps it
+
+        return ctx.step("charge", charge)
+
+    deliver = driver(work)
     oid = order()
     first = deliver.deliver(oid)
+    again = deliver.deliver(oid)
     if deliver.permanent_is_final:
         assert (first.verdict, first.detail) == ("dead", "StepResultUnstorable"), first
+        assert again.verdict == "dead", again
+        assert len(books.provider_calls(oid)) == 1
     else:
         assert (first.verdict, first.detail) == ("retry", "handler-failed"), first
-    # The step's write went with the refused point: neither committed.
+        assert (again.verdict, again.detail) == ("retry", "handler-failed"), again
+        assert len({key for _, key in books.provider_calls(oid)}) == 1
     assert books.effects(oid) == Counter()
 
 
