@@ -16,6 +16,7 @@ import typer
 from typer import _click
 
 from exactly_once_cli.common import CliError, OneLineErrorGroup
+from exactly_once_cli.complete import complete_cmd
 from exactly_once_cli.consumers import consumers_cmd
 from exactly_once_cli.db import db_app
 from exactly_once_cli.event import event_cmd, event_samples_cmd
@@ -98,6 +99,7 @@ app.command("event")(event_cmd)
 app.command("event-samples")(event_samples_cmd)
 app.command("invoke")(invoke_cmd)
 app.add_typer(locks_app, name="locks")
+app.command("complete")(complete_cmd)
 app.add_typer(db_app, name="db")
 app.command("layer")(layer_cmd)
 app.command("status")(status_cmd)

@@ -135,11 +135,15 @@ class Completer:
             else f"completer:{socket.gethostname()}:{os.getpid()}:{lifecycle.instance_id()}"
         )
 
-    def run(self, limit: int | None = 100) -> CompletionReport:
-        """Finish up to `limit` abandoned keys, one after the other; a report of each."""
+    def run(self, limit: int | None = 100, *, log: bool = True) -> CompletionReport:
+        """Finish up to `limit` abandoned keys, one after the other; a report of each, also
+        logged one line per key unless `log` is False (a CLI prints the report itself)."""
         report = CompletionReport()
         for candidate in self.abandoned(limit):
             outcome = self.complete(candidate)
+            report.outcomes.append(outcome)
+            if not log:
+                continue
             observability.logger().info(
                 "completer",
                 extra={
@@ -150,7 +154,6 @@ class Completer:
                     "fence": outcome.fence,
                 },
             )
-            report.outcomes.append(outcome)
         return report
 
     def abandoned(self, limit: int | None = None) -> Iterator[Abandoned]:
