@@ -138,5 +138,5 @@ model: setup ## Long random exploration of the store's state machine (MODEL_EXAM
 	EO_MODEL_EXAMPLES=$(MODEL_EXAMPLES) EO_MODEL_STEPS=$(MODEL_STEPS) EO_MODEL_RANDOM=1 \
 		$(BIN)/pytest tests/store/test_model.py -p no:cacheprovider --timeout=0
 
-chaos: setup ## Fault injection on the local stack, layer vs Powertools; SOURCE=kinesis for a stream; ARGS e.g. "--messages 2000 --crash 0.02"
-	$(EONCE) chaos $(if $(SOURCE),--source $(SOURCE)) $(ARGS)
+chaos: setup ## Fault injection on the local stack, layer vs Powertools; SOURCE=kinesis for a stream, WORKLOAD=steps for three steps per key; ARGS e.g. "--messages 2000 --crash 0.02"
+	$(EONCE) chaos $(if $(SOURCE),--source $(SOURCE)) $(if $(WORKLOAD),--workload $(WORKLOAD)) $(ARGS)

@@ -11,11 +11,18 @@ import typer
 
 from exactly_once_cli.common import stdout
 from exactly_once_cli.self_test import apply_lock_off
-from fault_injection.consumers import CONSUMERS, DEFAULT_CONSUMERS, POSTGRES_CONSUMERS, by_names
+from fault_injection.consumers import (
+    CONSUMERS,
+    GATE,
+    POSTGRES_CONSUMERS,
+    STEPS_CONSUMERS,
+    by_names,
+    defaults,
+)
 from fault_injection.page import write_page
 from fault_injection.report import print_report
 from fault_injection.runner import run_chaos
-from fault_injection.settings import ChaosSettings, FaultRates, StoreKind
+from fault_injection.settings import ChaosSettings, FaultRates, StoreKind, Workload
 
 Rate = Annotated[float, typer.Option(min=0.0, max=1.0)]
 
@@ -38,7 +45,8 @@ def chaos_cmd(
         str | None,
         typer.Option(
             help=f"Comma-separated, from: {', '.join(CONSUMERS)} (on PostgreSQL: "
-            f"{', '.join(POSTGRES_CONSUMERS)}). Default: all of them."
+            f"{', '.join(POSTGRES_CONSUMERS)}; --workload steps: {', '.join(STEPS_CONSUMERS)}). "
+            "Default: all of them."
         ),
     ] = None,
     duplicates: Annotated[
@@ -110,6 +118,14 @@ def chaos_cmd(
         ),
     ] = Source.SQS,
     shards: Annotated[int, typer.Option(min=1, max=16, help="kinesis: the stream's shards.")] = 4,
+    workload: Annotated[
+        Workload,
+        typer.Option(
+            help="orders: one effect per key. steps: three ctx.step per key (charge, ship, "
+            "email), crashes and zombies between and inside them, the books per (key, step) "
+            "(write its page with --markdown docs/chaos-steps.md)."
+        ),
+    ] = Workload.ORDERS,
     lock_off: Annotated[
         bool,
         typer.Option(
@@ -122,8 +138,8 @@ def chaos_cmd(
 ) -> None:
     """Inject crashes, zombies, throttles, lost deletes, duplicates and poison; check the books.
 
-    Exits 1 when the layer's consumer (`layer`) breaks an invariant; the other consumers are
-    measured for comparison.
+    Exits 1 when the layer's consumer (`layer`; with --workload steps, `steps`) breaks an
+    invariant; the other consumers are measured for comparison.
     """
     rates = FaultRates(
         duplicates=duplicates,
@@ -140,6 +156,8 @@ def chaos_cmd(
             "a --lock-off run is a self-test: it writes no docs page", param_hint="--markdown"
         )
     if source is Source.KINESIS:
+        if workload is not Workload.ORDERS:
+            raise typer.BadParameter("the kinesis run has one workload", param_hint="--workload")
         if store is not StoreKind.DYNAMODB:
             raise typer.BadParameter("the kinesis run is on DynamoDB", param_hint="--store")
         from exactly_once_cli.chaos_kinesis import run_kinesis
@@ -170,23 +188,38 @@ def chaos_cmd(
         drain_timeout_s=timeout,
         store=store,
         lock_off=lock_off,
+        workload=workload,
     )
+    if workload is Workload.STEPS and markdown is not None and markdown.name != "chaos-steps.md":
+        raise typer.BadParameter(
+            "the three-step run's page is docs/chaos-steps.md", param_hint="--markdown"
+        )
     if store is StoreKind.POSTGRES and markdown is not None and markdown.name == "chaos.md":
         raise typer.BadParameter(
             "docs/chaos.md is the DynamoDB run's page; write this one to docs/chaos-postgres.md",
             param_hint="--markdown",
         )
-    names = consumers if consumers is not None else DEFAULT_CONSUMERS[store]
+    names = consumers if consumers is not None else defaults(store, workload)
     try:
-        kinds = by_names([name.strip() for name in names.split(",") if name.strip()], store)
+        kinds = by_names(
+            [name.strip() for name in names.split(",") if name.strip()], store, workload
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--consumers") from exc
     apply_lock_off(lock_off)  # the workers inherit it; an inherited one is refused
     result = run_chaos(settings, kinds, console)
-    print_report(console, settings, result.plan, result.runs)
-    if markdown is not None:
-        write_page(markdown, result, "eonce " + " ".join(sys.argv[1:]))
-        console.print(f"wrote {markdown}")
-    layer = result.run("layer")
+    if workload is Workload.STEPS:
+        from fault_injection import steps_page, steps_report
+
+        steps_report.print_report(console, settings, result.plan, result.runs)
+        if markdown is not None:
+            steps_page.write_page(markdown, result, steps_page.make_command(sys.argv[1:]))
+            console.print(f"wrote {markdown}")
+    else:
+        print_report(console, settings, result.plan, result.runs)
+        if markdown is not None:
+            write_page(markdown, result, "eonce " + " ".join(sys.argv[1:]))
+            console.print(f"wrote {markdown}")
+    layer = result.run(GATE[workload])
     if layer is not None and not (layer.verdict.ok and layer.drained):
         raise typer.Exit(1)

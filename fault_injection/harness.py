@@ -21,7 +21,7 @@ from fault_injection.consumers import ConsumerKind
 from fault_injection.events import EVENT_DIR_ENV, read_events
 from fault_injection.feeder import feed
 from fault_injection.run_stores import DynamoRunStore, PostgresRunStore, RunStore
-from fault_injection.settings import ChaosSettings, StoreKind
+from fault_injection.settings import STEPS_LOST_REPLY_ENV, ChaosSettings, StoreKind, Workload
 from fault_injection.supervisor import PoolStats, WorkerPool
 from fault_injection.worker import WorkerSpec
 from fault_injection.workload import Plan
@@ -117,6 +117,9 @@ def run_consumer(
     # Always set: a worker inherits the caller's environment, where an exported
     # EONCE_LOCK_OFF=1 must never turn the lock off in a run that did not ask for it.
     environment[LOCK_OFF_ENV] = "1" if settings.lock_off else "0"
+    if settings.workload is Workload.STEPS and settings.store is StoreKind.DYNAMODB:
+        # The steps consumers lose this share of their TransactWriteItems replies.
+        environment[STEPS_LOST_REPLY_ENV] = str(settings.rates.lost_reply)
     pause_s = settings.pause_s or visibility_timeout_s(sqs, binding.queue_url) + 3.0
     spec = WorkerSpec(
         binding=replace(binding, environment={}),
@@ -151,16 +154,25 @@ def run_consumer(
     left = queue_backlog(sqs, binding.queue_url)
     if left:
         sqs.purge_queue(QueueUrl=binding.queue_url)  # the next consumer starts clean
-    verdict = accounting.account(
-        plan,
-        sent,
-        store.ledger(),
-        accounting.drain_dead_letters(sqs, stack.outputs["OrdersDeadLetterQueueUrl"]),
-        store.unfinished(),
-        left,
-        pool.stats.killed_pids,
-        pool.stats.paused_pids,
-    )
+    dead_letters = accounting.drain_dead_letters(sqs, stack.outputs["OrdersDeadLetterQueueUrl"])
+    verdict: accounting.Verdict
+    if settings.workload is Workload.STEPS:  # per (key, step): fault_injection/steps_books.py
+        from fault_injection import steps_books
+
+        verdict = steps_books.account(
+            plan, sent, store, dead_letters, left, pool.stats.killed_pids, pool.stats.paused_pids
+        )
+    else:
+        verdict = accounting.account(
+            plan,
+            sent,
+            store.ledger(),
+            dead_letters,
+            store.unfinished(),
+            left,
+            pool.stats.killed_pids,
+            pool.stats.paused_pids,
+        )
     if not verdict.ok:
         _dump_problems(run_dir / "problems.json", store, plan, sent, verdict)
     run = ConsumerRun(kind, verdict, pool.stats, drained=drained, pause_s=pause_s)

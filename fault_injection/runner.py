@@ -11,7 +11,8 @@ from rich.console import Console
 
 from fault_injection.consumers import ConsumerKind
 from fault_injection.harness import ConsumerRun, run_consumer
-from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, StoreKind
+from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, StoreKind, Workload
+from fault_injection.steps_workload import plan_steps
 from fault_injection.workload import Plan, plan_run
 from local_aws.local_postgres import LocalPostgres
 from local_aws.local_stack import LocalStack
@@ -56,7 +57,8 @@ def run_chaos(
     workdir: Path | None = None,
 ) -> ChaosResult:
     """Run every consumer in turn; on a stack of its own unless one is given (left running)."""
-    result = ChaosResult(settings, plan_run(settings))
+    plan = plan_steps(settings) if settings.workload is Workload.STEPS else plan_run(settings)
+    result = ChaosResult(settings, plan)
     own = stack is None
     if stack is None:
         started = time.monotonic()

@@ -30,6 +30,19 @@ class StoreKind(StrEnum):
         return "DynamoDB" if self is StoreKind.DYNAMODB else "PostgreSQL"
 
 
+# The share of a steps consumer's TransactWriteItems replies lost (steps_consumers.py), set by
+# the harness in a DynamoDB steps run from `FaultRates.lost_reply`.
+STEPS_LOST_REPLY_ENV = "CHAOS_STEPS_LOST_REPLY"
+
+
+class Workload(StrEnum):
+    """What each message's business function does: one effect (`orders`), or three steps of
+    one key (`steps`: charge, ship, email, each a `ctx.step`, with crashes between them)."""
+
+    ORDERS = "orders"
+    STEPS = "steps"
+
+
 @dataclass(frozen=True)
 class FaultRates:
     """Shares, each in [0, 1]. Message-level ones are planned into bodies with the seed."""
@@ -71,6 +84,7 @@ class ChaosSettings:
     # A self-test of the books (local_aws.lock_off): the workers run with the layer's lock off,
     # every delivery acquiring a record of its own, so the verdict must find double executions.
     lock_off: bool = False
+    workload: Workload = Workload.ORDERS
 
     def __post_init__(self) -> None:
         if self.messages < 1:
