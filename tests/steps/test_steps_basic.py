@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,6 +13,9 @@ from exactly_once.errors import StepOrderError
 from exactly_once.steps.step import Step
 from exactly_once.stores.protocol import Store
 from tests.conftest import FakeClock
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 
 def test_a_takeover_resumes_after_the_last_finished_step(
@@ -113,3 +116,51 @@ def test_inside_a_step_ctx_transaction_is_the_steps_own(pg_dsn: str, scope: str)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         rows = conn.execute("SELECT count(*) FROM step_rows WHERE k = %s", (scope,)).fetchone()
     assert rows == (1,)
+
+
+def test_a_step_may_be_named_input_beside_a_kept_input(store: Store, scope: str) -> None:
+    from exactly_once.steps.runner import steps_of
+
+    lock = begin(scope, "k", store=store, lease_s=10).lock
+    steps_of(lock).keep_input({"order": 1})
+    assert lock.step("input", lambda s: "parsed") == "parsed"
+
+
+def test_a_refused_step_write_is_not_tried_again(store: Store, scope: str) -> None:
+    """A permanent refusal fares no better on a second try: one call, then the error."""
+    from exactly_once.errors import StepWriteRefused
+
+    calls: list[int] = []
+    real = store.record_step
+
+    def refusing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        raise StepWriteRefused("refused", 0)
+
+    lock = begin(scope, "k", store=store, lease_s=10).lock
+    store.record_step = refusing  # type: ignore[method-assign]
+    try:
+        with pytest.raises(StepWriteRefused):
+            lock.step("charge", lambda s: 1)
+    finally:
+        store.record_step = real  # type: ignore[method-assign]
+    assert calls == [1]
+
+
+def test_the_hundredth_dynamodb_write_of_a_step_is_refused_at_once(
+    ddb: DynamoDBClient, idempotency_table: str, scope: str
+) -> None:
+    from exactly_once.errors import PermanentError, StepWriteRefused
+    from exactly_once.stores.dynamodb.store import IdempotencyStore
+
+    store = IdempotencyStore(idempotency_table, client=ddb)
+    lock = begin(scope, "k", store=store, lease_s=10).lock
+
+    def many(step: Step) -> None:
+        for i in range(100):
+            step.write({"ConditionCheck": {"TableName": "t", "Key": {"pk": {"S": str(i)}}}})
+
+    with pytest.raises(StepWriteRefused) as refused:
+        lock.step("many", many)
+    assert isinstance(refused.value, PermanentError)
+    assert refused.value.index == 99

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.errors import CommitFailed, CommitUnknown
+from exactly_once.errors import CommitFailed, CommitUnknown, LockInherited, PermanentError
 from exactly_once.lease import remaining_ms
 from exactly_once.stores.records import WriteResult
 
@@ -31,8 +31,8 @@ def write_durably(
     for _ in range(attempts - 1):
         try:
             return write()
-        except (CommitFailed, CommitUnknown):
-            raise
+        except (CommitFailed, CommitUnknown, PermanentError, LockInherited):
+            raise  # the same write cannot fare better: see the docstring, and errors.py
         except Exception:
             if remaining_ms(context) < reserve_ms + delay * 1000:
                 raise

@@ -84,7 +84,8 @@ class StepRun:
                 )
             self._advance(position, name)
             return done.result  # type: ignore[no-any-return]
-        earlier = [p for p in points.values() if p.name == name] if name not in self._names else []
+        # Position 0 is a resumable's input (keep_input), whose name is not a step's.
+        earlier = [p for at, p in points.items() if at != INPUT and p.name == name]
         if name in self._names or earlier:
             raise StepOrderError(
                 f"{self._ctx.key!r}: step {name!r} is called again at position {position}; "

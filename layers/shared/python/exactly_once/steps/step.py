@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from exactly_once.errors import StepWriteRefused
+from exactly_once.stores import schema
+
 if TYPE_CHECKING:
     from exactly_once.stores.protocol import Store
     from exactly_once.stores.records import Lock
+
+
+MAX_WRITES = schema.MAX_STEP_WRITES
 
 
 class Step:
@@ -57,6 +63,12 @@ class Step:
         """
         if self._store.backend != "dynamodb":
             raise TypeError("step.write is for the DynamoDB store; use step.transaction")
+        if len(self.writes) >= MAX_WRITES:
+            raise StepWriteRefused(
+                f"step {self.name!r}: a step carries at most {MAX_WRITES} writes (DynamoDB's "
+                "transaction takes 100 items, and the recovery point is one of them)",
+                len(self.writes),
+            )
         self.writes.append(entry)
 
     def put(self, table: str, item: dict[str, Any], *, new_only: tuple[str, ...] = ()) -> None:

@@ -33,6 +33,7 @@ EFFECT_FENCE = "effect_fence"
 # Kept across takeovers and retries of one generation, so the next holder resumes after it; a
 # TTL-expired record is replaced by a new item, so a step never outlives its generation.
 STEP = "step"
+MAX_STEP_WRITES = 99  # DynamoDB: TransactWriteItems takes 100 items, the recovery point is one
 REPLAY_NONCE = "replay_nonce"  # on permanently FAILED records; a real DLQ replay presents it
 # Epoch milliseconds by which the holder expected to finish (`once`'s expected duration). It may
 # lie well before the lease's end, so a monitor can report slow work before it is stuck. Only

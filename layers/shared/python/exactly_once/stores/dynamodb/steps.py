@@ -19,7 +19,7 @@ from exactly_once.stores.dynamodb.table import Table
 from exactly_once.stores.records import Lock, StepPoint, StoredRecord, WriteResult, WriteStatus
 from exactly_once.stores.schema import Status
 
-MAX_WRITES = 99  # TransactWriteItems takes 100 items, and the recovery point is one of them
+MAX_WRITES = schema.MAX_STEP_WRITES
 _CONDITION = f"{HOLDS_LOCK} AND attribute_not_exists(#sp)"
 
 
@@ -28,8 +28,8 @@ def record_step(
 ) -> WriteResult:
     """Write `point` fenced on `lock`, with `writes` (TransactWriteItems entries) atomically."""
     lock.own()  # a fork child's copy of its parent's lock records nothing (LockInherited)
-    if len(writes) > MAX_WRITES:
-        raise ValueError(f"a step carries at most {MAX_WRITES} writes, got {len(writes)}")
+    if len(writes) > MAX_WRITES:  # Step.write refuses the 100th; a store's caller may not
+        raise StepWriteRefused(f"a step carries at most {MAX_WRITES} writes", MAX_WRITES)
     update = "SET #sp = :point, #upd = :now_ms"
     request: dict[str, Any] = {
         "TableName": table.table_name,
