@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from exactly_once_cdk.alarms import AlarmTopic as AlarmTopic
+    from exactly_once_cdk.completer import AbandonedWorkCompleter as AbandonedWorkCompleter
     from exactly_once_cdk.consumer import IdempotentConsumer as IdempotentConsumer
     from exactly_once_cdk.dashboard import ExactlyOnceDashboard as ExactlyOnceDashboard
     from exactly_once_cdk.dynamodb_stream import DynamoDbStreamConsumer as DynamoDbStreamConsumer
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from exactly_once_cdk.topic import IdempotentTopic as IdempotentTopic
 
 _HOMES = {
+    "AbandonedWorkCompleter": "completer",
     "AlarmTopic": "alarms",
     "DynamoDbStreamConsumer": "dynamodb_stream",
     "ExactlyOnceDashboard": "dashboard",
@@ -57,6 +59,7 @@ _HOMES = {
     "StuckLockMonitor": "lock_monitor",
 }
 __all__ = [
+    "AbandonedWorkCompleter",
     "AlarmTopic",
     "DynamoDbStreamConsumer",
     "ExactlyOnceDashboard",

@@ -177,9 +177,10 @@ class Completer:
         """Take one listed key over and finish it, or say why it was left alone."""
         resumable, key, store = candidate.resumable, candidate.key, candidate.store
         scope = resumable.scope
-        why = self._left_alone(store.get_by_id(candidate.record.record_id))
-        if why is not None:
-            return KeyOutcome(scope, key, SKIPPED, why)
+        current = store.get_by_id(candidate.record.record_id)  # consistent, unlike the index
+        why = self._left_alone(current)
+        if why is not None or current is None:
+            return KeyOutcome(scope, key, SKIPPED, why or "gone")
         settings = store_settings({"scope": scope}, "ONCE_SCOPE", store_given=True)
         policy: LeasePolicy = resumable.lease or settings["lease"]
         lease_ms, expected_ms = _lease(resumable, policy, self.lambda_context)
@@ -200,7 +201,7 @@ class Completer:
         if not claimed.acquired:
             return KeyOutcome(scope, key, SKIPPED, _not_acquired(claimed))
         fence = claimed.lock.fence
-        before = len(candidate.record.steps) - (INPUT in candidate.record.steps)
+        before = len(current.steps) - 1  # the steps finished before it, the input aside
         try:
             resumable.finish(lambda: claimed, None, stored=True)
         except NoStoredInput:
