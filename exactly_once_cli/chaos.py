@@ -190,9 +190,13 @@ def chaos_cmd(
         lock_off=lock_off,
         workload=workload,
     )
-    if workload is Workload.STEPS and markdown is not None and markdown.name != "chaos-steps.md":
+    steps_page_elsewhere = markdown is not None and (
+        markdown.name != "chaos-steps.md" or store is not StoreKind.DYNAMODB
+    )
+    if workload is Workload.STEPS and steps_page_elsewhere:
         raise typer.BadParameter(
-            "the three-step run's page is docs/chaos-steps.md", param_hint="--markdown"
+            "the three-step run's page is docs/chaos-steps.md, from a DynamoDB run",
+            param_hint="--markdown",
         )
     if store is StoreKind.POSTGRES and markdown is not None and markdown.name == "chaos.md":
         raise typer.BadParameter(

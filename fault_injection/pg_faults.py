@@ -23,13 +23,15 @@ import psycopg
 
 Decide = Callable[[str], str | None]  # statement kind -> "lose", "fail" or None
 OnFault = Callable[[str, str], None]  # (statement kind, fault), once a fault was applied
-KINDS = ("acquire", "write", "read", "complete", "commit", "business")
+KINDS = ("acquire", "write", "read", "complete", "commit", "step", "business")
 
 
 def kind_of(sql: Any) -> str:
     """Which of the store's statements this is (the business function's are "business")."""
     text = sql.decode() if isinstance(sql, bytes) else str(sql)
     head = text.lstrip()
+    if "UPDATE exactly_once.records SET steps" in head:
+        return "step"  # a step's recovery point, sent with its COMMIT (and its BEGIN, if empty)
     if head.startswith("SET LOCAL statement_timeout"):  # the completion's own bound, then it
         head = head.split(";", 1)[-1].lstrip()
     if head.startswith("WITH acquired"):

@@ -28,6 +28,11 @@ Each step's effect is an entry of its own in an append-only execution log (`pk` 
 `orderId`, `sk` = `<scope>#<step>#<execution id>`, a new id for every execution, with the
 writer's pid and fence), so nothing in an entry refuses a second one: the entries per
 (key, step) count the executions of that step that took effect.
+
+This page is the DynamoDB run. The same workload runs on PostgreSQL with `--store postgres`
+(each step's log row in `step.transaction`, committed with its recovery point in one round
+trip; the step's commit meets dropped connections and lost replies): CI runs both
+(tests/chaos/test_chaos_steps.py, tests/chaos/test_chaos_steps_postgres.py).
 """
 
 FAULTS = """\

@@ -222,3 +222,6 @@ def test_the_cli_takes_the_workload() -> None:
     assert unknown.exit_code == 2
     kinesis = runner.invoke(app, ["chaos", "--workload", "steps", "--source", "kinesis"])
     assert kinesis.exit_code == 2
+    page = ["--markdown", "docs/chaos-steps.md", "--store", "postgres"]
+    postgres_page = runner.invoke(app, ["chaos", "--workload", "steps", *page])
+    assert postgres_page.exit_code == 2
