@@ -12,9 +12,9 @@ error. `--dry-run` lists the keys it would take, and takes none.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
+import pkgutil
 import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any
@@ -51,7 +51,7 @@ def resumables_of(spec: str) -> list[Resumable[Any, Any]]:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # the user's code, as `python -c` finds it
     try:
-        module = importlib.import_module(module_name)
+        module = pkgutil.resolve_name(module_name)  # the user's module, as entry points are
     except Exception as exc:  # its import may raise anything: one line, never a traceback
         raise CliError(f"--module {spec!r}: cannot import {module_name}: {exc!r}") from exc
     if attribute:

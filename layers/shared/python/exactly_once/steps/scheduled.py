@@ -11,8 +11,8 @@ alone once tried this many times; default none), and the store's variables
 
 from __future__ import annotations
 
-import importlib
 import os
+import pkgutil
 from typing import Any
 
 from exactly_once import observability
@@ -29,7 +29,9 @@ def resumables_in(spec: str) -> list[Resumable[Any, Any]]:
     module_name, _, attribute = spec.strip().partition(":")
     if not module_name:
         raise ConfigurationError(f"{MODULES}: {spec!r} is not MODULE or MODULE:NAME")
-    module = importlib.import_module(module_name)
+    # The user's module, by the name the environment gives (pkgutil resolves MODULE as Python
+    # resolves entry points); it is the user's code, outside the library's import graph.
+    module = pkgutil.resolve_name(module_name)
     if attribute:
         found = getattr(module, attribute, None)
         if not isinstance(found, Resumable):
