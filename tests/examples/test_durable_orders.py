@@ -247,6 +247,19 @@ def test_a_second_execution_for_the_order_runs_nothing_again(
     assert len(workflow.providers.calls) == 3
 
 
+def test_an_execution_with_other_content_under_the_order_id_runs_nothing(
+    workflow: Workflow,
+) -> None:
+    """The same order id with another amount, invoked directly (no dispatcher to refuse it by
+    name): the key's fingerprint differs, the claim is a MISMATCH, and no step runs."""
+    the_order = order()
+    answer(workflow.run(the_order))
+    changed = answer(workflow.run({**the_order, "amount": 43}))
+
+    assert changed["status"] == "mismatch"
+    assert len(workflow.providers.calls) == 3
+
+
 def test_a_lost_provider_reply_is_sent_again_under_the_same_idempotency_key(
     workflow: Workflow, store: Store
 ) -> None:
