@@ -232,9 +232,8 @@ def test_a_retryable_failure_is_retried_until_it_completes(
     assert complete_abandoned([checkout.resumable], store=store).outcomes == []
 
 
-@pytest.mark.parametrize("backend", ["dynamodb"])
 def test_a_request_whose_client_gave_up_is_finished_and_its_retry_gets_the_result(
-    make_api: MakeApi, store: Store, scope: str, books: Books
+    make_api: MakeApi, store: Store, scope: str, books: Books, request: pytest.FixtureRequest
 ) -> None:
     checkout = Checkout(scope, books, store, failing={"email"})
 
@@ -242,7 +241,9 @@ def test_a_request_whose_client_gave_up_is_finished_and_its_retry_gets_the_resul
         # The checkout's key is the request's (caller|Idempotency-Key): one checkout per key.
         return created(checkout.resumable.run(ctx.key, request.json()))
 
-    served = make_api(handler)
+    # The API keeps its own records in the same store as the checkout's.
+    on_postgres = {"table_name": None, "dsn": request.getfixturevalue("pg_dsn")}
+    served = make_api(handler, **(on_postgres if store.backend == "postgres" else {}))
     first = served.post(ORDER, "pay-1")
     assert first.status == 500  # the email provider was down; the client gives up here
     assert books.effects("o-1") == {"charge": 1, "ship": 1}
