@@ -39,7 +39,7 @@ def execution_name(scope: str, key: str) -> str:
 
 def payload(order: dict[str, Any]) -> bytes:
     """The Invoke payload of `order`: canonical JSON (sorted keys, no spaces), so that every
-    delivery of the same order sends the same bytes and Lambda sees the same payload."""
-    return json.dumps(
-        {"order": order}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+    delivery of the same order sends the same bytes and Lambda sees the same payload. ASCII
+    JSON: a lone surrogate (which a message's JSON may escape, and UTF-8 cannot encode) is
+    escaped again instead of failing the batch."""
+    return json.dumps({"order": order}, sort_keys=True, separators=(",", ":")).encode("ascii")

@@ -123,6 +123,13 @@ def test_an_execution_name_is_allowed_by_the_service_model_and_unique_per_key() 
     assert execution_name("another-scope", "o-1") != execution_name(SCOPE, "o-1")
 
 
+def test_the_name_scheme_is_pinned() -> None:
+    """A message redelivered across a deploy must get the name its first delivery got: a change
+    of scheme would start a second execution for every order in flight."""
+    assert execution_name("durable-orders", "o-1") == "o-1-5708abc41155f37fa104bcaf0b44ec3c"
+    assert execution_name("durable-orders", "ünïcödé") == "-n-c-d--0e935a15be5bd18cbf810c78656a3fdc"
+
+
 def test_the_payload_is_the_same_bytes_for_the_same_order_whatever_its_json_spelling() -> None:
     spelled = ['{"order_id": "o-1", "amount": 42}', '{"amount":42,"order_id":"o-1"}']
     sent = {payload(json.loads(body)) for body in spelled}
@@ -198,6 +205,19 @@ def test_a_throttled_invoke_and_a_poison_message_are_left_to_sqs() -> None:
     assert [r.outcome for r in results] == [Outcome.RETRY] * 3 + [Outcome.STARTED]
     assert results[0].reason == "TooManyRequestsException"
     assert len(door.sent) == 2  # a poison message is never sent to Lambda
+
+
+def test_an_order_id_with_a_lone_surrogate_is_started_not_a_crash() -> None:
+    """JSON may escape a lone surrogate ("\\ud800"), which UTF-8 cannot encode: the payload
+    escapes it again (ASCII JSON), so the message is started like any other and the batch's
+    other messages are not retried with it."""
+    door = FrontDoor(_fake_start)
+    event = sqs_event('{"order_id": "o-\\ud800", "amount": 1}', json.dumps(order()))
+    results, response = dispatch(event, door.client(), FUNCTION)
+
+    assert response == {"batchItemFailures": []}
+    assert [r.outcome for r in results] == [Outcome.STARTED, Outcome.STARTED]
+    assert json.loads(door.sent[0].payload) == {"order": {"order_id": "o-\ud800", "amount": 1}}
 
 
 # --- the workflow, in the durable SDK's local runner --------------------------------------
