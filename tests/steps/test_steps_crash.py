@@ -6,7 +6,8 @@ ship after its provider call and its write but before its recovery point commits
 PostgreSQL: rows inserted in `step.transaction`, no COMMIT; on DynamoDB: the write is still in
 the step's list). The next holder takes the key over once the lease has ended (its store's
 clock runs ahead of the crashed one's) and runs the steps again: the books (entry_support)
-count each step's committed effect. With the fence off (a plain function that redoes every
+count each step's committed effect. The holders are `begin`'s locks, or SQS consumers given
+the same message again (the crashed invocation's, redelivered). With the fence off (a plain function that redoes every
 step, holding the same lock) the same crashes leave doubles: the verdict can fail.
 """
 
@@ -25,10 +26,12 @@ from typing import Any
 
 import pytest
 
-from exactly_once import begin
+from exactly_once import begin, sqs_consumer
+from exactly_once.outcomes import Outcome
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
+from tests.consumer.conftest import lambda_context, sqs_record
 from tests.steps.crash_holder import CRASHED
 from tests.steps.entry_support import (
     STEPS,
@@ -71,10 +74,14 @@ class Holders:
     """The key's holders in turn: children that crash, then the test's own, which finishes.
     Holder n's store clock runs n leases (and a margin) ahead of real time."""
 
-    def __init__(self, spec: dict[str, Any], books: Books, make_store: StoreFactory) -> None:
+    def __init__(
+        self, spec: dict[str, Any], books: Books, make_store: StoreFactory, via: str = "lock"
+    ) -> None:
         self.spec = spec
         self.books = books
         self.make_store = make_store
+        self.via = via  # "lock": `begin`'s; "sqs": an SQS consumer's handler
+        self.record: dict[str, Any] | None = None  # the SQS record, delivered again each time
         self.fences: list[int] = []
 
     def offset(self) -> float:
@@ -90,6 +97,8 @@ class Holders:
             "fenced": fenced,
             "lease_s": LEASE_S,
             "clock_offset_s": self.offset(),
+            "via": self.via,
+            "record": self.delivery(key),
         }
         ran = subprocess.run(
             [sys.executable, "-m", "tests.steps.crash_holder", json.dumps(spec)],
@@ -102,10 +111,19 @@ class Holders:
         assert ran.returncode == CRASHED, (ran.returncode, ran.stdout, ran.stderr[-2000:])
         self.fences.append(int(ran.stdout.split()[0]))
 
+    def delivery(self, key: str) -> dict[str, Any]:
+        """The SQS record of the order: the same message each time SQS delivers it."""
+        if self.record is None:
+            self.record = sqs_record({"orderId": key})
+            self.record["attributes"]["ApproximateReceiveCount"] = "2"
+        return self.record
+
     def finish(self, scope: str, key: str, *, fenced: bool) -> Store:
         """The next holder, in this process: takes the key over and runs every step."""
         clock = FakeClock(time.time() + self.offset())
         store = self.make_store(clock=clock)
+        if self.via == "sqs":
+            return self.consume(scope, key, store)
         claim = begin(scope, key, store=store, lease_s=LEASE_S)
         assert claim.acquired, claim.status
         assert claim.takeover
@@ -115,6 +133,27 @@ class Holders:
         else:
             plain_steps(self.books, key)
         claim.lock.succeed("shipped")
+        return store
+
+    def consume(self, scope: str, key: str, store: Store) -> Store:
+        """The redelivery of the SQS record to a consumer on `store`: it takes the key over."""
+        options: dict[str, Any] = {"dsn": self.spec.get("dsn"), "table_name": None}
+        if self.spec["backend"] == "dynamodb":
+            options = {"table_name": self.spec["table"], "dynamodb_client": store.client}  # type: ignore[attr-defined]
+        fences: list[int] = []
+
+        def handler(body: Any, ctx: Any) -> dict[str, str]:
+            fences.append(ctx.fence)
+            return three_steps(self.books, ctx, body["orderId"])
+
+        consumer = sqs_consumer(key="orderId", scope=scope, fingerprint=False, **options)(handler)
+        consumer.processor().store = store
+        response = consumer({"Records": [self.delivery(key)]}, lambda_context())
+        assert response == {"batchItemFailures": []}
+        (result,) = consumer.last_results
+        assert result.outcome is Outcome.PROCESSED
+        assert result.takeover
+        assert fences[0] > self.fences[-1]
         return store
 
 
@@ -132,13 +171,20 @@ CRASHES = {
 }
 
 
+@pytest.mark.parametrize("via", ["lock", "sqs"])
 @pytest.mark.parametrize("crashes", list(CRASHES), ids=list(CRASHES))
 def test_crashed_holders_leave_each_step_effect_exactly_once(
-    crashes: str, books: Books, store_spec: dict[str, Any], make_store: StoreFactory, scope: str
+    crashes: str,
+    via: str,
+    books: Books,
+    store_spec: dict[str, Any],
+    make_store: StoreFactory,
+    scope: str,
 ) -> None:
+    """`via`: the holders are `begin`'s locks, or SQS consumers given one message again."""
     points, left_fenced, _ = CRASHES[crashes]
     key = f"order-{uuid.uuid4().hex[:8]}"
-    holders = Holders(store_spec, books, make_store)
+    holders = Holders(store_spec, books, make_store, via)
     for at in points:
         holders.crash(scope, key, at, fenced=True)
     assert books.effects(key) == Counter(left_fenced)  # a crash inside a step commits nothing
@@ -158,6 +204,10 @@ def test_crashed_holders_leave_each_step_effect_exactly_once(
     keys = {step: {k for s, k in calls if s == step} for step in STEPS}
     assert all(len(found) == 1 for found in keys.values()), calls
     assert len(calls) == len(STEPS) + points.count("in_ship")
+    if via == "sqs":  # the handler's result: each step's key, read back from its point
+        assert record.result == {step: found.pop() for step, found in keys.items()}
+    else:
+        assert record.result == "shipped"
 
 
 @pytest.mark.parametrize("crashes", list(CRASHES), ids=list(CRASHES))
