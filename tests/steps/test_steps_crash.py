@@ -7,8 +7,9 @@ PostgreSQL: rows inserted in `step.transaction`, no COMMIT; on DynamoDB: the wri
 the step's list). The next holder takes the key over once the lease has ended (its store's
 clock runs ahead of the crashed one's) and runs the steps again: the books (entry_support)
 count each step's committed effect. The holders are `begin`'s locks, or SQS consumers given
-the same message again (the crashed invocation's, redelivered). With the fence off (a plain function that redoes every
-step, holding the same lock) the same crashes leave doubles: the verdict can fail.
+the same message again (the crashed invocation's, redelivered). With the fence off (a plain
+function that redoes every step, holding the same lock) the same crashes leave doubles: the
+verdict can fail.
 """
 
 from __future__ import annotations
