@@ -46,6 +46,7 @@ from tests.steps.entry_support import (
 from tests.streams.stream_events import kinesis_record, records_event
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
 
     from tests.stores.conftest import StoreFactory
@@ -354,6 +355,37 @@ def test_a_step_whose_result_cannot_be_kept_fails_permanently(
         assert (again.verdict, again.detail) == ("retry", "handler-failed"), again
         assert len({key for _, key in books.provider_calls(oid)}) == 1
     assert books.effects(oid) == Counter()
+
+
+@pytest.mark.parametrize("backend", ["dynamodb"])  # step.write is DynamoDB's
+def test_a_step_write_refused_by_its_condition_fails_the_key_with_nothing_written(
+    driver: MakeDriver, books: Books, ddb: DynamoDBClient, ledger_table: str
+) -> None:
+    """StepWriteRefused: ship's second write is conditioned on an item not existing, and it
+    exists; the transaction writes neither ship's items nor its point, and the key fails as a
+    permanent error does (HTTP: a retryable 500, whose retry is refused the same way)."""
+    oid = order()
+    taken = {"pk": {"S": f"shipment#{oid}"}, "sk": {"S": "label"}}
+    ddb.put_item(TableName=ledger_table, Item=taken)
+
+    def work(ctx: LockedContext, order_id: str) -> object:
+        ctx.step("charge", lambda s: books.record(s, order_id))
+
+        def ship(step: Step) -> str:
+            books.record(step, order_id)
+            step.put(ledger_table, taken, new_only=("pk", "sk"))
+            return "shipped"
+
+        return ctx.step("ship", ship)
+
+    deliver = driver(work)
+    first = deliver.deliver(oid)
+    if deliver.permanent_is_final:
+        assert (first.verdict, first.detail) == ("dead", "StepWriteRefused"), first
+    else:
+        assert (first.verdict, first.detail) == ("retry", "handler-failed"), first
+        assert deliver.deliver(oid).detail == "handler-failed"
+    assert books.effects(oid) == Counter({"charge": 1})
 
 
 def test_steps_then_gathered_completions_in_one_batch(
