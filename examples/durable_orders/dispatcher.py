@@ -19,7 +19,7 @@ retried after another message failed, a crash after the Invoke) starts no second
   ReportBatchItemFailures.
 
 The dispatcher keeps no state: the name is its idempotency key, and the workflow's `once` on the
-order id covers what the name does not (see README.md, "what the name does not cover").
+order id covers what the name does not (docs/steps-durable.md, "What remains").
 """
 
 from __future__ import annotations
