@@ -182,6 +182,8 @@ class HttpDriver(Driver):
         if reply.status == 201:
             return Delivered("duplicate" if reply.replayed else "done")
         problem = str(reply.json()["type"]).rsplit(":", 1)[-1]
+        if problem == "outcome-unknown":  # FAILED for good: an operator resets the key
+            return Delivered("dead", problem)
         return Delivered("retry" if reply.status in (500, 503, 409) else "dead", problem)
 
 
@@ -308,7 +310,8 @@ def test_a_step_order_error_fails_the_key_as_a_permanent_error_does(
     driver: MakeDriver, books: Books
 ) -> None:
     """The code changed its steps while a key was in flight: the retry calls email where the
-    key's recovery point says ship finished. Nothing more runs."""
+    key's recovery point says ship finished. Nothing more runs, and the key is FAILED for a
+    person to look at (HTTP too, though other raises keep an HTTP key retryable)."""
     faults = Faults(after_ship=TimeoutError("died after shipping"))
     version = {"names": STEPS}
     deliver = driver(lambda ctx, oid: three_steps(books, ctx, oid, faults, version["names"]))
@@ -317,11 +320,13 @@ def test_a_step_order_error_fails_the_key_as_a_permanent_error_does(
 
     version["names"] = ("charge", "email", "ship")  # the new code's order
     changed = deliver.deliver(oid)
+    again = deliver.deliver(oid)
     if deliver.permanent_is_final:
         assert (changed.verdict, changed.detail) == ("dead", "StepOrderError"), changed
-    else:  # HTTP answers any raise 500 and keeps the key retryable (docs/http.md)
+        assert again.verdict == "dead", again
+    else:  # HTTP: a 500 (the exception's text is never sent), and the key FAILED for good
         assert (changed.verdict, changed.detail) == ("retry", "handler-failed"), changed
-        assert deliver.deliver(oid).detail == "handler-failed"  # and again, running nothing
+        assert (again.verdict, again.detail) == ("dead", "outcome-unknown"), again
     assert books.effects(oid) == Counter({"charge": 1, "ship": 1})
     assert [step for step, _ in books.provider_calls(oid)] == ["charge", "ship"]
 
@@ -330,9 +335,8 @@ def test_a_step_whose_result_cannot_be_kept_fails_permanently(
     driver: MakeDriver, books: Books
 ) -> None:
     """StepResultUnstorable: the step's provider call happened, but its write went with the
-    point that could not be kept, so neither committed; the key fails as a permanent error
-    does rather than run the step again (HTTP: a retryable 500, whose retry calls the
-    provider again with the same step key)."""
+    point that could not be kept, so neither committed; the key fails for good rather than run
+    the step again (HTTP too: a 500, then 409 outcome-unknown, until an operator resets it)."""
 
     def work(ctx: LockedContext, oid: str) -> object:
         def charge(step: Step) -> object:
@@ -350,10 +354,10 @@ def test_a_step_whose_result_cannot_be_kept_fails_permanently(
         assert (first.verdict, first.detail) == ("dead", "StepResultUnstorable"), first
         assert again.verdict == "dead", again
         assert len(books.provider_calls(oid)) == 1
-    else:
+    else:  # HTTP: a 500, and the key FAILED for good: its retry must not run the step again
         assert (first.verdict, first.detail) == ("retry", "handler-failed"), first
-        assert (again.verdict, again.detail) == ("retry", "handler-failed"), again
-        assert len({key for _, key in books.provider_calls(oid)}) == 1
+        assert (again.verdict, again.detail) == ("dead", "outcome-unknown"), again
+    assert len(books.provider_calls(oid)) == 1
     assert books.effects(oid) == Counter()
 
 

@@ -3,7 +3,8 @@
 Its own module because this is where exactly-once is decided for a request: the response is
 stored only when final (2xx, 4xx but 408, 425, 429) and fits under the cap (else a summary),
 anything that fails before completion (a raise, a malformed response, measuring it) leaves the
-key FAILED and retryable rather than locked for the lease, a refused fenced write or
+key FAILED and retryable rather than locked for the lease (but a step error whose retry would
+skip or repeat a step's work: FAILED for good), a refused fenced write or
 completion is a lost lease (409), a transaction that did not commit is reported so (503), and
 a completion that could not be written still gives the work's true answer. The request flow
 around it (key, caller, claim) is api.py's.
@@ -16,7 +17,7 @@ from typing import Any
 
 from exactly_once import observability
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import CommitFailed, CommitUnknown
+from exactly_once.errors import CommitFailed, CommitUnknown, StepOrderError, StepResultUnstorable
 from exactly_once.held_lock import OnceLock
 from exactly_once.http.config import ApiConfig
 from exactly_once.http.context import RequestContext
@@ -27,6 +28,9 @@ from exactly_once.http.results import ApiOutcome, ApiResult
 from exactly_once.stores.records import ErrorInfo
 
 ApiHandler = Callable[[HttpRequest, RequestContext], Any]
+# A retry of these would skip or repeat a step's work (StepOrderError), or run a step whose
+# effect happened again (StepResultUnstorable): the key fails for a person to look at.
+FINAL_STEP_ERRORS = (StepOrderError, StepResultUnstorable)
 
 
 def run_locked(
@@ -46,12 +50,17 @@ def run_locked(
         observability.logger().warning("effect refused: lease lost", extra=extra)
         return lease_lost(ctx, str(exc))
     except BaseException as exc:  # incl. a malformed response: kept, the next try runs
-        error = ErrorInfo.from_exception(exc, retryable=True)
+        # ... but for a step error whose key must not run again (errors.py): FAILED for good,
+        # and a retry gets 409 outcome-unknown until an operator resets the key.
+        error = ErrorInfo.from_exception(exc, retryable=not isinstance(exc, FINAL_STEP_ERRORS))
         record_failure(lock, error, extra)
         if isinstance(exc, KeyboardInterrupt):
             raise
         observability.logger().warning(
-            "handler raised; the key stays retryable", extra={**extra, "error": repr(exc)}
+            "handler raised; the key stays retryable"
+            if error.retryable
+            else "handler raised a step error; the key is FAILED for good",
+            extra={**extra, "error": repr(exc)},
         )
         return ApiResult(ApiOutcome.FAILED, generic_error(), ctx.key, lock.fence, takeover=takeover)
     if not is_final(response.status):  # 5xx, 408, 425, 429: the retry runs again

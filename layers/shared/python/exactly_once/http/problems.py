@@ -106,8 +106,9 @@ def refused(claimed: Claim, key: str, config: ApiConfig) -> ApiResult:
                 409,
                 "outcome-unknown",
                 "An earlier request with this key stopped before it finished",
-                "It may have taken effect. Takeover is blocked for this API, so an operator "
-                "must check it and reset the key; until then every retry gets this answer.",
+                "It may have taken effect, so it does not run again (takeover is blocked for "
+                "this API, or its steps cannot be resumed): an operator must check it and reset "
+                "the key; until then every retry gets this answer.",
             ),
             key,
         )
