@@ -16,9 +16,8 @@ block:
   killed) runs again with the same idempotency key, so the provider deduplicates what the
   failed attempt did.
 
-The steps are deliberately not wrapped in the SDK's `context.step`: a replay skips a
-checkpointed SDK step without calling the `lock.step` inside it, and the next `lock.step`
-then meets a recovery point at its position under another name (StepOrderError; see
+The steps are called directly, not wrapped in the SDK's `context.step` (which also works: a
+durable lock's call passes over the recovery points of steps a replay skipped; see
 docs/steps-durable.md). The `lock.step` is this workflow's checkpoint; the SDK keeps the waits.
 
 A step that raises ends the block: the key is recorded FAILED (retryable unless the error is a

@@ -2,18 +2,15 @@
 
 The SDK's documentation tells a durable function to put every side effect in a `context.step`,
 so wrapping a `lock.step` in one is the natural way to get both: the SDK's checkpoint and
-retries, and the recovery point that makes the effect once across executions. But a replay
-answers a checkpointed SDK step from its log without calling the function inside it, so the
-replay's first `lock.step` that does run is `ship`, the holder's first call, at position 1,
-where the record's recovery point is `charge`: StepOrderError ("the steps changed while the key
-was in flight"), though they did not. The execution fails after the first wait, every time.
+retries, and the recovery point that makes the effect once across executions. A replay answers
+a checkpointed SDK step from its log without calling the function inside it, so the replay's
+first `lock.step` that does run is `ship`, at the holder's first position, where the record's
+recovery point is `charge`. A durable lock passes over finished points to its own
+(steps/runner.py `_replayed`); before that it was a StepOrderError, though the steps had not
+changed, and the execution failed after its first wait, every time.
 
-Positions count the holder's own calls; a durable replay skips calls. Until the steps can tell a
-skipped finished step from a reordered one, the example (examples/durable_orders) calls
-`lock.step` outside `context.step`, which replays correctly (tests/examples/test_durable_orders).
-
-Beside it, the composition that works, on both stores: `lock.step` called directly, its writes
-(`step.transaction`, `step.put`) committed once across the replays.
+Beside it, the composition the example uses, on both stores: `lock.step` called directly, its
+writes (`step.transaction`, `step.put`) committed once across the replays.
 
 Run by the SDK's local runner, on both stores.
 """
@@ -45,12 +42,6 @@ def record(ran: list[str], name: str, result: str) -> str:
     return result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a durable replay skips the lock.step inside a checkpointed context.step, and the "
-    "next lock.step meets the skipped step's recovery point at its position: StepOrderError",
-)
 def test_lock_steps_wrapped_in_sdk_steps_survive_a_replay(store: Store, scope: str) -> None:
     ran: list[str] = []
 

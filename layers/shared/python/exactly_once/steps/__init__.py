@@ -10,5 +10,6 @@ the outside world passes `step.idempotency_key`, the same for every holder of th
 generation, so the provider deduplicates what a crashed holder may have sent.
 
 Modules: `runner` (the holder's sequence of steps), `step` (what `fn` is handed), `keys` (the
-step's idempotency key), `resumable` and `completer` (finishing abandoned keys).
+step's idempotency key), `resumable` and `completer` (finishing abandoned keys), `scheduled` (the
+completer as a scheduled Lambda function).
 """

@@ -6,7 +6,9 @@ points finished by earlier holders of this generation, and the generation itself
 steps' idempotency keys). Positions count from 1 in call order; a step whose position holds a
 point returns the point's result without running. A position holding another step's name, or
 a name finished at another position, is a StepOrderError: the code's steps changed while the
-key was in flight, and resuming could skip or repeat work.
+key was in flight, and resuming could skip or repeat work. A durable execution's replay may
+skip calls (a `lock.step` inside a checkpointed `context.step`), so there a call passes over
+finished points to its own (`_replayed`).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class StepRun:
             )
         store, lock = self._held()
         points = self._points(store, lock)
-        position = self._position + 1
+        position = self._replayed(points, name, self._position + 1)
         done = points.get(position)
         if done is not None:
             if done.name != name:
@@ -111,6 +113,22 @@ class StepRun:
             self.running = None
         self._record_point(store, lock, position, name, result, step.writes)
         return result
+
+    def _replayed(self, points: dict[int, StepPoint], name: str, position: int) -> int:
+        """Where a durable execution's call lands: past finished steps its replay skipped.
+
+        A durable replay answers a checkpointed SDK step (`context.step`) from its log without
+        calling the function inside it, so a `lock.step` wrapped in one is skipped, and the
+        replay's next call comes early. The SDK replays the same code in the same order, so a
+        call there may pass over finished points to its own (or, new, to the first empty
+        position after them). Elsewhere a name that does not match its position is a change
+        of the steps (a renamed step would run again) and stays a StepOrderError."""
+        if getattr(self._ctx, "durable_execution", None) is None:
+            return position
+        at = position
+        while at in points and points[at].name != name:
+            at += 1
+        return at
 
     def keep_input(self, value: Any) -> Any:
         """Record `value` as the key's input (position 0), once per generation; returns the
