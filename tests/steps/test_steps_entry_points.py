@@ -366,8 +366,8 @@ def test_a_step_write_refused_by_its_condition_fails_the_key_with_nothing_writte
     driver: MakeDriver, books: Books, ddb: DynamoDBClient, ledger_table: str
 ) -> None:
     """StepWriteRefused: ship's second write is conditioned on an item not existing, and it
-    exists; the transaction writes neither ship's items nor its point, and the key fails as a
-    permanent error does (HTTP: a retryable 500, whose retry is refused the same way)."""
+    exists; the transaction writes neither ship's items nor its point, and the key fails for
+    good (HTTP too: a 500, then 409 outcome-unknown)."""
     oid = order()
     taken = {"pk": {"S": f"shipment#{oid}"}, "sk": {"S": "label"}}
     ddb.put_item(TableName=ledger_table, Item=taken)
@@ -386,9 +386,9 @@ def test_a_step_write_refused_by_its_condition_fails_the_key_with_nothing_writte
     first = deliver.deliver(oid)
     if deliver.permanent_is_final:
         assert (first.verdict, first.detail) == ("dead", "StepWriteRefused"), first
-    else:
+    else:  # HTTP: a 500, and the key FAILED for good (docs/steps.md)
         assert (first.verdict, first.detail) == ("retry", "handler-failed"), first
-        assert deliver.deliver(oid).detail == "handler-failed"
+        assert deliver.deliver(oid).detail == "outcome-unknown"
     assert books.effects(oid) == Counter({"charge": 1})
 
 

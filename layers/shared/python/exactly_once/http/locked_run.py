@@ -17,7 +17,13 @@ from typing import Any
 
 from exactly_once import observability
 from exactly_once.effects import LeaseLost
-from exactly_once.errors import CommitFailed, CommitUnknown, StepOrderError, StepResultUnstorable
+from exactly_once.errors import (
+    CommitFailed,
+    CommitUnknown,
+    StepOrderError,
+    StepResultUnstorable,
+    StepWriteRefused,
+)
 from exactly_once.held_lock import OnceLock
 from exactly_once.http.config import ApiConfig
 from exactly_once.http.context import RequestContext
@@ -28,9 +34,10 @@ from exactly_once.http.results import ApiOutcome, ApiResult
 from exactly_once.stores.records import ErrorInfo
 
 ApiHandler = Callable[[HttpRequest, RequestContext], Any]
-# A retry of these would skip or repeat a step's work (StepOrderError), or run a step whose
-# effect happened again (StepResultUnstorable): the key fails for a person to look at.
-FINAL_STEP_ERRORS = (StepOrderError, StepResultUnstorable)
+# A retry of these would skip or repeat a step's work (StepOrderError), run a step whose
+# effect happened again (StepResultUnstorable), or be refused the same way (StepWriteRefused):
+# the key fails for a person to look at, as docs/steps.md says of every entry point.
+FINAL_STEP_ERRORS = (StepOrderError, StepResultUnstorable, StepWriteRefused)
 
 
 def run_locked(

@@ -107,7 +107,7 @@ def refused(claimed: Claim, key: str, config: ApiConfig) -> ApiResult:
                 "outcome-unknown",
                 "An earlier request with this key stopped before it finished",
                 "It may have taken effect, so it does not run again (takeover is blocked for "
-                "this API, or its steps cannot be resumed): an operator must check it and reset "
+                "this API, or its steps cannot go on): an operator must check it and reset "
                 "the key; until then every retry gets this answer.",
             ),
             key,
