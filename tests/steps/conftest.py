@@ -1,4 +1,5 @@
-"""Steps run on both stores: DynamoDB Local and a real PostgreSQL server (tests/stores' fixtures)."""
+"""Steps run on both stores: DynamoDB Local and a real PostgreSQL server (tests/stores'
+fixtures)."""
 
 from tests.stores.conftest import backend, make_store, store
 
