@@ -58,18 +58,21 @@ class StepTransactions(LentTransactions):
         if conn is None:
             conn = self.transaction_pool.getconn()
             connections.lend(conn, lent=True)
-        params = {
-            "id": lock.record_id,
-            "tok": lock.token,
-            "at_ms": self._at(),
-            "pos": str(point.position),
-            "point": json.dumps(point.to_json()),
-            "timeout_ms": session_settings()["statement_timeout"],
-        }
         import psycopg
 
-        sql = bound(conn, statements.STEP_AND_COMMIT, params)
         try:
+            # Built here, inside: the connection is already out of `_open` and its pool, and
+            # the statement timeout is first read now behind RDS Proxy
+            # (IDEMPOTENCY_PG_SESSION_SETTINGS=server); a malformed one must not keep it out.
+            params = {
+                "id": lock.record_id,
+                "tok": lock.token,
+                "at_ms": self._at(),
+                "pos": str(point.position),
+                "point": json.dumps(point.to_json()),
+                "timeout_ms": session_settings()["statement_timeout"],
+            }
+            sql = bound(conn, statements.STEP_AND_COMMIT, params)
             conn.execute(sql if begun else b"BEGIN; " + sql)
         except psycopg.errors.DivisionByZero:  # fenced out, or the position is taken
             self._finish_quietly(conn)

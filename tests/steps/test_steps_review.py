@@ -1,0 +1,150 @@
+"""Adversarial review of the steps (issue 29): the paths the other step tests do not drive.
+
+- PostgreSQL: a step whose own connection died while its fn ran (the fn caught the error and
+  returned): its writes never committed, so its recovery point must not commit either; the
+  step's connection goes back to its pool on every path (a KeyboardInterrupt inside fn, a
+  malformed setting read at the commit).
+- Both stores: a new generation through the batched acquire (`acquire_many`) starts with no
+  steps; a lost step reply retried after a takeover is LeaseLost, never OK.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from exactly_once import begin
+from exactly_once.errors import CommitFailed, CommitUnknown
+from exactly_once.steps.step import Step
+from exactly_once.stores.postgres import connections
+from exactly_once.stores.postgres.store import PostgresStore
+from tests.conftest import FakeClock
+
+LEASE_S = 10
+
+
+@pytest.fixture
+def own_pool_store(pg_dsn: str, clock: FakeClock) -> Iterator[PostgresStore]:
+    """A PostgreSQL store whose transaction pool is its own (the process's is shared by every
+    store on the same DSN), so that its connections can be counted."""
+    pool = connections.new_pool(pg_dsn, connections.TRANSACTIONS)
+    try:
+        yield PostgresStore(pg_dsn, clock=clock, transaction_pool=pool)
+    finally:
+        pool.close()
+
+
+def _ledger_rows(dsn: str, scope: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT sk FROM exactly_once.ledger WHERE pk = %s ORDER BY sk", (scope,)
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _insert(conn: Any, scope: str, sk: str, fence: int) -> None:
+    conn.execute(
+        "INSERT INTO exactly_once.ledger (pk, sk, fence, message_id, detail, written_at_ms) "
+        "VALUES (%s, %s, %s, 'm', 'd', 0)",
+        (scope, sk, fence),
+    )
+
+
+def test_pg_a_step_whose_connection_died_under_fn_records_no_point(
+    pg_dsn: str, scope: str, clock: FakeClock
+) -> None:
+    """fn writes in step.transaction, its backend is killed, fn catches the error of its next
+    statement and returns: the write is gone, so the step must not be recorded as done."""
+    store = PostgresStore(pg_dsn, clock=clock)
+    holder = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert holder is not None
+
+    def fn(step: Step) -> str:
+        conn = step.transaction
+        _insert(conn, scope, "charge", step.fence)
+        pid = conn.info.backend_pid
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with contextlib.suppress(psycopg.OperationalError):  # a careless fn swallows it
+            conn.execute("SELECT 1")
+        return "charged"
+
+    outcome: Any
+    try:
+        outcome = holder.step("charge", fn)
+    except (CommitFailed, CommitUnknown, psycopg.Error) as error:
+        outcome = error
+    record = store.get_by_id(f"{scope}#k")
+    assert record is not None
+    written = _ledger_rows(pg_dsn, scope)
+    # Either both the write and the point, or neither.
+    assert (1 in record.steps) == ("charge" in written), (outcome, record.steps, written)
+
+
+def _pool_idle(store: PostgresStore) -> tuple[int, int]:
+    """(connections the transaction pool holds, of them idle in it): equal when none is out."""
+    stats = store.transaction_pool.get_stats()
+    return stats.get("pool_size", 0), stats.get("pool_available", 0)
+
+
+@pytest.mark.parametrize("wrote", [True, False], ids=["step-transaction", "no-writes"])
+def test_pg_a_malformed_setting_at_the_step_commit_gives_its_connection_back(
+    own_pool_store: PostgresStore,
+    pg_dsn: str,
+    scope: str,
+    monkeypatch: pytest.MonkeyPatch,
+    wrote: bool,
+) -> None:
+    """Behind RDS Proxy (IDEMPOTENCY_PG_SESSION_SETTINGS=server) the statement timeout is first
+    read by the step's commit; a malformed one must not keep the step's connection, already
+    taken from the open ones, out of its pool (the completion's commit gives it back:
+    transactions._complete_in reads the settings inside its try for that reason)."""
+    from exactly_once.errors import ConfigurationError
+
+    monkeypatch.setenv("IDEMPOTENCY_PG_SESSION_SETTINGS", "server")
+    store = own_pool_store
+    holder = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert holder is not None
+
+    def fn(step: Step) -> str:
+        if wrote:
+            _insert(step.transaction, scope, "charge", step.fence)
+        monkeypatch.setenv("IDEMPOTENCY_PG_STATEMENT_TIMEOUT_MS", "soon")
+        return "charged"
+
+    with pytest.raises((ConfigurationError, CommitFailed)):
+        holder.step("charge", fn)
+    monkeypatch.delenv("IDEMPOTENCY_PG_STATEMENT_TIMEOUT_MS")
+    size, idle = _pool_idle(store)
+    assert size == idle, f"{size - idle} connection(s) kept out of the transaction pool"
+    assert _ledger_rows(pg_dsn, scope) == []
+    record = store.get_by_id(f"{scope}#k")
+    assert record is not None
+    assert record.steps == {}
+
+
+def test_pg_a_keyboard_interrupt_inside_fn_gives_the_steps_connection_back(
+    own_pool_store: PostgresStore, pg_dsn: str, scope: str
+) -> None:
+    store = own_pool_store
+    holder = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert holder is not None
+
+    def fn(step: Step) -> str:
+        _insert(step.transaction, scope, "charge", step.fence)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        holder.step("charge", fn)
+    size, idle = _pool_idle(store)
+    assert size == idle, f"{size - idle} connection(s) kept out of the transaction pool"
+    assert _ledger_rows(pg_dsn, scope) == []
+    # The same holder goes on: the step runs again, in a fresh transaction, and commits.
+    assert holder.step("charge", lambda step: _insert(step.transaction, scope, "c2", 1)) is None
+    assert _ledger_rows(pg_dsn, scope) == ["c2"]
+    size, idle = _pool_idle(store)
+    assert size == idle
