@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,3 +149,70 @@ def test_pg_a_keyboard_interrupt_inside_fn_gives_the_steps_connection_back(
     assert _ledger_rows(pg_dsn, scope) == ["c2"]
     size, idle = _pool_idle(store)
     assert size == idle
+
+
+def _held_in_parallel(
+    store: PostgresStore, scope: str, holders: int, step: Any
+) -> list[BaseException | str]:
+    """`holders` keys held at once (as a batch runs its records: BATCH_CONCURRENCY), each with
+    its ctx.transaction open, then each running one step `step(holder)`."""
+    locks = [begin(scope, f"k{i}", store=store, lease_s=LEASE_S).lock for i in range(holders)]
+    for lock in locks:
+        assert lock is not None
+        _insert(lock.transaction, scope, f"effect-{lock.key}", lock.fence)
+    ready = threading.Barrier(holders)
+    answers: list[BaseException | str] = ["" for _ in locks]
+
+    def run(i: int) -> None:
+        ready.wait()
+        try:
+            answers[i] = str(step(locks[i]))
+            locks[i].succeed("done")
+        except BaseException as error:  # reported, not raised in the thread
+            answers[i] = error
+            locks[i].abandon()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(holders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+@pytest.fixture
+def small_pool_store(
+    pg_dsn: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[PostgresStore]:
+    """A store whose transaction pool holds 2 connections and waits 1 s for one: the default's
+    shape (IDEMPOTENCY_PG_POOL_MAX = BATCH_CONCURRENCY = 10) made small."""
+    monkeypatch.setenv("IDEMPOTENCY_PG_POOL_MAX", "2")
+    monkeypatch.setenv("IDEMPOTENCY_PG_POOL_WAIT_S", "1")
+    pool = connections.new_pool(pg_dsn, connections.TRANSACTIONS)
+    try:
+        yield PostgresStore(pg_dsn, clock=clock, transaction_pool=pool)
+    finally:
+        pool.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a step's commit (and a writing step's transaction) takes a second connection from "
+    "the transaction pool, which is sized for one per concurrent holder: holders with their "
+    "ctx.transaction open wait for each other until PoolTimeout",
+)
+@pytest.mark.parametrize("wrote", [False, True], ids=["no-writes", "step-transaction"])
+def test_pg_holders_with_open_transactions_as_many_as_the_pool_still_run_a_step(
+    small_pool_store: PostgresStore, scope: str, wrote: bool
+) -> None:
+    """A batch's records run BATCH_CONCURRENCY at a time, and the transaction pool is sized
+    for one connection each (connections.new_pool): a step, which needs a connection of its
+    own while its holder's transaction stays open, must not wait for its neighbours'."""
+
+    def fn(step: Step) -> str:
+        if wrote:
+            _insert(step.transaction, scope, f"step-{step.key}", step.fence)
+        return "sent"
+
+    answers = _held_in_parallel(small_pool_store, scope, 2, lambda lock: lock.step("notify", fn))
+    assert answers == ["sent", "sent"]
