@@ -216,3 +216,126 @@ def test_pg_holders_with_open_transactions_as_many_as_the_pool_still_run_a_step(
 
     answers = _held_in_parallel(small_pool_store, scope, 2, lambda lock: lock.step("notify", fn))
     assert answers == ["sent", "sent"]
+
+
+# -- a new generation through the batched acquire --------------------------------------------
+
+TTL_S = 120
+
+
+@pytest.mark.parametrize("likely_taken", [False, True], ids=["insert-first", "update-first"])
+@pytest.mark.parametrize("finished", [True, False], ids=["completed", "abandoned"])
+def test_a_new_generation_through_acquire_many_starts_with_no_steps(
+    make_store: Any, scope: str, clock: FakeClock, likely_taken: bool, finished: bool
+) -> None:
+    """The record's TTL passed (COMPLETED, or its holder died mid-steps) and a batch takes the
+    key again (`acquire_many`, DynamoDB's PartiQL INSERT/UPDATE or PostgreSQL's ACQUIRE_MANY):
+    the new generation has no steps of the old one, and its step runs."""
+    from exactly_once.held_lock import OnceLock
+    from exactly_once.stores.records import AcquireRequest
+
+    store = make_store(record_ttl_s=TTL_S)
+    first = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert first is not None
+    assert first.step("charge", lambda step: "old") == "old"
+    assert first.step("ship", lambda step: "old-ship") == "old-ship"
+    if finished:
+        first.succeed("done")
+    clock.advance(TTL_S + LEASE_S + 61)
+    [taken] = store.acquire_many(
+        [AcquireRequest(scope, "k", LEASE_S * 1000, "batch", likely_taken=likely_taken)]
+    )
+    assert not isinstance(taken, Exception), taken
+    assert taken.lock is not None, taken
+    record = store.get_by_id(taken.lock.record_id)
+    assert record is not None
+    assert record.steps == {}, "the old generation's steps leaked into the new one"
+    holder = OnceLock(store, taken.lock, "k", "batch")
+    assert holder.step("charge", lambda step: "new") == "new"
+
+
+# -- DynamoDB: a lost reply whose retry meets a takeover ---------------------------------------
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+@pytest.mark.parametrize("writes", [False, True], ids=["update-item", "transact"])
+def test_ddb_a_lost_step_reply_retried_after_a_takeover(
+    dynamodb_local: Any,
+    idempotency_table: str,
+    ddb: Any,
+    ledger_table: str,
+    scope: str,
+    clock: FakeClock,
+    applied: bool,
+    writes: bool,
+) -> None:
+    """The step's write is sent (applied or not), its reply lost, and before botocore's retry
+    the key is taken over. Not applied: the retry must be LeaseLost and nothing of the step
+    written. Applied: the point committed under the holder's fence, so OK (DynamoDB's
+    ClientRequestToken answers a TransactWriteItems retry idempotently) or LeaseLost; never a
+    second write, and the successor gets the result back without running fn."""
+    from botocore.httpsession import URLLib3Session
+
+    from exactly_once.effects import LeaseLost
+    from exactly_once.stores.dynamodb.store import IdempotencyStore
+    from fault_injection.throttling import error_response
+    from tests.conftest import make_ddb_client
+
+    other = IdempotencyStore(idempotency_table, client=ddb, clock=clock)
+    client = make_ddb_client(dynamodb_local.endpoint, max_attempts=2)
+    session = URLLib3Session()
+    successor: list[Any] = []
+
+    def before_send(request: Any, event_name: str = "", **_: Any) -> Any:
+        operation = event_name.rsplit(".", 1)[-1]
+        body = bytes(request.body or b"")
+        if successor or operation not in ("UpdateItem", "TransactWriteItems"):
+            return None
+        if b"step#" not in body:
+            return None
+        if applied:
+            session.send(request)
+        clock.advance(LEASE_S + 1)
+        successor.append(begin(scope, "k", store=other, lease_s=LEASE_S).lock)
+        return error_response(str(request.url), 500, b'{"__type": "InternalServerError"}')
+
+    client.meta.events.register("before-send.dynamodb", before_send)
+    store = IdempotencyStore(idempotency_table, client=client, clock=clock)
+    holder = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert holder is not None
+    ran: list[int] = []
+
+    def fn(step: Step) -> str:
+        ran.append(step.fence)
+        if writes:
+            step.put(
+                ledger_table,
+                {"pk": {"S": f"{scope}#k"}, "sk": {"S": "charge"}},
+                new_only=("pk", "sk"),
+            )
+        return "charged"
+
+    answer: Any
+    try:
+        answer = holder.step("charge", fn)
+    except LeaseLost as lost:
+        answer = lost
+    assert successor, "the fault never met the step's write"
+    record = other.get_by_id(f"{scope}#k")
+    assert record is not None
+    if not applied:
+        assert isinstance(answer, LeaseLost), answer
+        assert record.steps == {}
+    else:
+        assert answer == "charged" or isinstance(answer, LeaseLost), answer
+        assert record.steps[1].fence == holder.fence
+    # The successor: the old point back without running fn, or fn once when none committed.
+    assert successor[0].step("charge", fn) == "charged"
+    assert ran == [holder.fence] if applied else [holder.fence, successor[0].fence]
+    if writes:
+        items = ddb.query(
+            TableName=ledger_table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"{scope}#k"}},
+        )["Items"]
+        assert len(items) == 1
