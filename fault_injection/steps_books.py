@@ -57,6 +57,7 @@ class StepsVerdict(accounting.Verdict):
     step_doubles: dict[Pair, int] = field(default_factory=dict)  # executions of that step
     incomplete: dict[str, list[str]] = field(default_factory=dict)  # key -> steps never run
     not_completed: list[str] = field(default_factory=list)  # all steps, record not COMPLETED
+    provider_calls: int = 0  # calls to the outside world (none: the consumer makes none)
     provider_repeats: int = 0  # (key, step)s whose outside call was made again, same key
     provider_split: dict[Pair, int] = field(default_factory=dict)  # distinct keys sent, > 1
 
@@ -195,6 +196,7 @@ def account(
     for pair, sent_keys in calls.items():
         if pair[0] not in plan.keys:
             continue
+        verdict.provider_calls += len(sent_keys)
         verdict.provider_repeats += len(sent_keys) > 1
         if len(set(sent_keys)) > 1:
             verdict.provider_split[pair] = len(set(sent_keys))

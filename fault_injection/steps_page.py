@@ -22,7 +22,8 @@ INTRO = """\
 `make chaos WORKLOAD=steps` runs the chaos harness of [chaos.md](chaos.md) (the deployed
 Orders queue, worker processes polling it as Lambda's event source mapping does, faults
 injected, the books closed from durable state only) with a business function in three steps:
-each order is charged, shipped and emailed, each step a `ctx.step(name, fn)` (docs/steps.md).
+each order is charged, shipped and emailed, each step a `ctx.step(name, fn)`
+([steps.md](steps.md)).
 
 Each step's effect is an entry of its own in an append-only execution log (`pk` = the
 `orderId`, `sk` = `<scope>#<step>#<execution id>`, a new id for every execution, with the
@@ -107,11 +108,16 @@ def make_command(argv: Sequence[str]) -> str:
 
 def _summary(run: ConsumerRun) -> str:
     v = sv(run)
+    split = (
+        f"{len(v.provider_split)} (key, step)s sent two step keys"
+        if v.provider_calls
+        else "no call to the outside world"
+    )
     return (
         f"* **{run.kind.title}**: {v.exactly_once} of {v.expected} keys ran every step exactly "
         f"once; {len(v.step_doubles)} (key, step)s ran more than once; {len(v.missing)} keys ran "
         f"no step and {len(v.incomplete)} missed a step; {len(v.not_completed)} records not "
-        f"COMPLETED; {len(v.provider_split)} (key, step)s sent two step keys; {len(v.lost)} "
+        f"COMPLETED; {split}; {len(v.lost)} "
         f"messages lost; {sum(v.dead_lettered.values())} in the DLQ with a reason. Verdict: "
         f"{'PASS' if v.ok and run.drained else 'FAIL'} ({run.elapsed_s:.0f} s)."
     )

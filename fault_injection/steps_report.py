@@ -12,7 +12,7 @@ from rich.table import Table
 from fault_injection import accounting
 from fault_injection.harness import ConsumerRun
 from fault_injection.pg_policy import FAIL_KINDS
-from fault_injection.report import Row, _pg_faults, settings_line
+from fault_injection.report import Cell, Row, _pg_faults, settings_line
 from fault_injection.settings import ChaosSettings, StoreKind
 from fault_injection.steps_books import StepsVerdict
 from fault_injection.steps_workload import CRASH_POINTS, PAUSE_POINTS, STEPS
@@ -38,6 +38,16 @@ def _points(kind: str, points: tuple[str, ...]) -> Row:
         "pause": "zombies (SIGSTOP past the lease, then SIGCONT)",
     }[kind]
     return Row(label, cell, "faults injected")
+
+
+def calling(cell: Cell) -> Cell:
+    """A count about calls to the outside world: "n/a" for a consumer that makes none (the
+    plain column has no step and no step key to send)."""
+
+    def guarded(run: ConsumerRun) -> object:
+        return cell(run) if sv(run).provider_calls else "n/a"
+
+    return guarded
 
 
 def _step_once(step: str) -> Row:
@@ -119,7 +129,7 @@ def rows(plan: Plan, store: StoreKind = StoreKind.DYNAMODB) -> list[Row]:
         ),
         Row(
             "(key, step)s whose outside call was repeated with the same step key",
-            lambda r: sv(r).provider_repeats,
+            calling(lambda r: sv(r).provider_repeats),
             "observed",
         ),
         Row("lease lost at completion", lambda r: r.outcomes["lease_lost"], "observed"),
@@ -143,7 +153,7 @@ def rows(plan: Plan, store: StoreKind = StoreKind.DYNAMODB) -> list[Row]:
         ),
         Row(
             "(key, step)s that sent the outside world two step keys",
-            lambda r: len(sv(r).provider_split),
+            calling(lambda r: len(sv(r).provider_split)),
             "invariants",
         ),
         Row("messages processed (all three steps)", lambda r: sv(r).processed, "invariants"),
