@@ -339,3 +339,33 @@ def test_ddb_a_lost_step_reply_retried_after_a_takeover(
             ExpressionAttributeValues={":pk": {"S": f"{scope}#k"}},
         )["Items"]
         assert len(items) == 1
+
+
+# -- DynamoDB: steps that fill the 400 KB item ---------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the steps' points stay on the item at completion: steps that filled it leave no room "
+    "for a result under result_cap_bytes, and the completion's UpdateItem fails with a plain "
+    "ValidationException (retried as transient: the key never completes)",
+)
+def test_ddb_a_holder_whose_steps_filled_the_item_still_completes(
+    ddb: Any, idempotency_table: str, scope: str, clock: FakeClock
+) -> None:
+    """Six steps each under the 64 KB cap, then a result under the cap (each write accepted on
+    its own): the completion must be recorded (the result kept, or its hash alone as for an
+    over-cap result), not fail on the item's size."""
+    from exactly_once.stores.dynamodb.store import IdempotencyStore
+    from exactly_once.stores.schema import Status
+
+    store = IdempotencyStore(idempotency_table, client=ddb, clock=clock)
+    holder = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert holder is not None
+    near_cap = "x" * (store.result_cap_bytes - 2_000)
+    for i in range(6):
+        assert holder.step(f"s{i}", lambda step: near_cap) == near_cap
+    holder.succeed("y" * (store.result_cap_bytes - 4_000))
+    record = store.get_by_id(f"{scope}#k")
+    assert record is not None
+    assert record.status is Status.COMPLETED
