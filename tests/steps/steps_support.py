@@ -221,6 +221,7 @@ class PgEffects:
 
     dsn: str
     table: str = field(default_factory=lambda: f"step_effects_{uuid.uuid4().hex[:8]}")
+    _reads: Any = None  # one connection for the test's reads, not one per read
 
     def create(self) -> PgEffects:
         import psycopg
@@ -243,13 +244,18 @@ class PgEffects:
     def rows(self, scope: str, key: str) -> list[tuple[int, int, int, str]]:
         import psycopg
 
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            found = conn.execute(
-                f"SELECT generation, position, fence, tag FROM {self.table} "  # noqa: S608
-                "WHERE record_id = %s ORDER BY generation, position, fence, tag",
-                (f"{scope}#{key}",),
-            ).fetchall()
+        if self._reads is None or self._reads.closed:
+            self._reads = psycopg.connect(self.dsn, autocommit=True)
+        found = self._reads.execute(
+            f"SELECT generation, position, fence, tag FROM {self.table} "  # noqa: S608
+            "WHERE record_id = %s ORDER BY generation, position, fence, tag",
+            (f"{scope}#{key}",),
+        ).fetchall()
         return [(int(g), int(p), int(f), str(t)) for g, p, f, t in found]
+
+    def close(self) -> None:
+        if self._reads is not None:
+            self._reads.close()
 
 
 class Effects(Protocol):
