@@ -6,4 +6,6 @@ durable state (the ledger, the DLQ, the idempotency table) that every business k
 exactly once and that every message is accounted for. `--store postgres` runs the layer on its
 PostgreSQL store instead, the effect in the same transaction as the completion, with connection
 drops and lost replies at the driver's edge (pg_faults.py) in place of DynamoDB's throttles.
+`--workload steps` runs three `ctx.step` per key (steps_*.py), with crashes between and inside
+the steps, and checks the books per (key, step).
 """
