@@ -369,3 +369,52 @@ def test_ddb_a_holder_whose_steps_filled_the_item_still_completes(
     record = store.get_by_id(f"{scope}#k")
     assert record is not None
     assert record.status is Status.COMPLETED
+
+
+# -- the completer and keys kept in another form -------------------------------------------------
+
+ODD_KEYS = {
+    "nul": "order\x001",
+    "long": "o" * 1500,
+    "looks-hashed": "sha256:not-a-digest",
+    "lone-surrogate": "order-\ud800",
+}
+
+
+@pytest.mark.parametrize("kind", list(ODD_KEYS))
+def test_the_completer_resumes_an_odd_key_with_the_same_step_keys(
+    store: Any, scope: str, clock: FakeClock, kind: str
+) -> None:
+    """A key stored in another form (hashed: too long, not UTF-8, `sha256:`-like; on
+    PostgreSQL also a NUL) whose run failed in its second step after calling the provider: the
+    completer finishes it, passing the provider the same step idempotency key the first
+    holder did (else the provider acts twice), and does not run the first step again."""
+    from exactly_once.steps.completer import Completer
+    from exactly_once.steps.resumable import Resumable
+
+    key = ODD_KEYS[kind]
+    sent: list[tuple[str, str]] = []  # (step, idempotency key) of every provider call
+    down = [True]
+
+    def checkout(lock: Any, order: dict[str, Any]) -> str:
+        def call(step: Step) -> str:
+            sent.append((step.name, step.idempotency_key))
+            if step.name == "email" and down[0]:
+                raise RuntimeError("the provider's reply never came")
+            return f"{step.name}-ok"
+
+        lock.step("charge", call)
+        return str(lock.step("email", call))
+
+    resumable: Resumable[dict[str, Any], str] = Resumable(
+        scope, checkout, {"store": store, "lease_s": LEASE_S}
+    )
+    with pytest.raises(RuntimeError):
+        resumable.run(key, {"id": 1})
+    down[0] = False
+    clock.advance(LEASE_S + 1)
+    report = Completer([resumable], store=store).run(log=False)
+    assert [o.outcome for o in report.outcomes] == ["completed"], report.outcomes
+    assert [name for name, _ in sent] == ["charge", "email", "email"]
+    assert sent[1][1] == sent[2][1], "the completer passed the provider another step key"
+    assert resumable.run(key, {"id": 1}) == "email-ok"

@@ -24,3 +24,13 @@ def step_key(scope: str, key: str, generation: int, position: int, name: str) ->
     # `surrogatepass` is codec.sha256_hex's concern (a key from hostile JSON still hashes).
     joined = "\x00".join(part.replace("\\", "\\\\").replace("\x00", "\\0") for part in parts)
     return PREFIX + sha256_hex(joined)[:DIGEST_CHARS]
+
+
+def stored_key(record_id: str, scope: str, key: str) -> str:
+    """The key as the record's id holds it (`scope#<key>`): the one form every holder of the
+    record shares. A holder's own `key` may be another form of it: PostgreSQL keeps a key
+    with a NUL as its hash (stores/postgres/ids.py), and the completer, which finds keys by
+    their record ids, holds that hash, so a step key from the holder's `key` would differ
+    between the first holder and the completer (and the provider would act twice)."""
+    prefix = scope + "#"
+    return record_id[len(prefix) :] if record_id.startswith(prefix) else key

@@ -25,7 +25,7 @@ from exactly_once.errors import (
     StepOrderError,
     StepResultUnstorable,
 )
-from exactly_once.steps.keys import step_key
+from exactly_once.steps.keys import step_key, stored_key
 from exactly_once.steps.step import Step
 from exactly_once.stores.records import StepPoint, StoredRecord
 from exactly_once.stores.schema import Status
@@ -100,7 +100,11 @@ class StepRun:
             name=name,
             position=position,
             idempotency_key=step_key(
-                self._ctx.scope, self._ctx.key, self.generation, position, name
+                self._ctx.scope,
+                stored_key(lock.record_id, self._ctx.scope, self._ctx.key),
+                self.generation,
+                position,
+                name,
             ),
         )
         self.running = step
