@@ -50,3 +50,12 @@ class StoredResult:
             size=size,
             omitted=f"{size} bytes, over the {cap_bytes}-byte cap",
         )
+
+    def without_text(self, why: str) -> StoredResult:
+        """This result kept as its digest and size only (`why` it is not kept whole)."""
+        if self.text is None:
+            return self
+        size = len(self.text.encode("utf-8"))
+        return StoredResult(
+            sha256=codec.sha256_hex(self.text), size=size, omitted=f"{size} bytes: {why}"
+        )

@@ -69,3 +69,11 @@ def fenced_update(
         return WriteResult(WriteStatus.LEASE_LOST, current=current)
     nonce = values.get(":nonce", {}).get("S")
     return WriteResult(WriteStatus.OK, lock=lock, replay_nonce=nonce)
+
+
+def item_too_large(error: Exception) -> bool:
+    """DynamoDB refused the write because the item would pass its 400 KB limit."""
+    response = getattr(error, "response", {})
+    code = response.get("Error", {}).get("Code", "")
+    message = str(response.get("Error", {}).get("Message", ""))
+    return code == "ValidationException" and "size" in message.lower()

@@ -23,7 +23,7 @@ from exactly_once.errors import ConfigurationError
 from exactly_once.stores import schema
 from exactly_once.stores.dynamodb import acquisition, batched, clock_skew, reads
 from exactly_once.stores.dynamodb.expressions import MARK_FAILED, failure_values, n, names, s
-from exactly_once.stores.dynamodb.fenced_writes import completion, fenced_update
+from exactly_once.stores.dynamodb.fenced_writes import completion, fenced_update, item_too_large
 from exactly_once.stores.dynamodb.request import Request
 from exactly_once.stores.lifetimes import DAY_S, check_limits, overdue, record_ttl
 from exactly_once.stores.records import (
@@ -195,7 +195,18 @@ class IdempotencyStore:
         now = self._clock()
         now_ms = int(now * 1000)
         ttl_s = self._ttl(int(now))
-        update, values = completion(StoredResult.of(result, self.result_cap_bytes), now_ms, ttl_s)
+        kept = StoredResult.of(result, self.result_cap_bytes)
+        update, values = completion(kept, now_ms, ttl_s)
+        try:
+            return fenced_update(self, lock, update, values, leaves=Status.COMPLETED)
+        except self.client.exceptions.ClientError as error:
+            if kept.text is None or not item_too_large(error):
+                raise
+        # The record's steps (steps/) left no room for the result beside them: it is kept as
+        # its digest and size, as an over-cap result is, so the work is still recorded done.
+        update, values = completion(
+            kept.without_text("the record's steps leave no room"), now_ms, ttl_s
+        )
         return fenced_update(self, lock, update, values, leaves=Status.COMPLETED)
 
     def fail(self, lock: Lock, error: ErrorInfo) -> WriteResult:
