@@ -61,6 +61,8 @@ def record_step(
         codes = [reason.get("Code") for reason in reasons]
         if codes[:1] == ["ConditionalCheckFailed"]:
             return _refused(reasons[0].get("Item"), lock, point)
+        if codes[:1] == ["ValidationError"] and "size" in str(reasons[0].get("Message")).lower():
+            raise _unstorable(point) from cancelled  # the point would outgrow the record
         for index, code in enumerate(codes[1:]):
             if code == "ConditionalCheckFailed":
                 raise StepWriteRefused(
@@ -71,10 +73,7 @@ def record_step(
         raise  # a conflict or throttling inside the transaction: nothing was written
     except client.exceptions.ClientError as error:
         if _too_large(error):
-            raise StepResultUnstorable(
-                f"step {point.name!r}: the record would exceed DynamoDB's 400 KB item limit "
-                "with this recovery point; keep step results small"
-            ) from error
+            raise _unstorable(point) from error
         raise
     return WriteResult(WriteStatus.OK, lock=lock)
 
@@ -92,6 +91,13 @@ def _refused(item: dict[str, Any] | None, lock: Lock, point: StepPoint) -> Write
         ):
             return WriteResult(WriteStatus.OK, lock=lock)
     return WriteResult(WriteStatus.LEASE_LOST, current=current)
+
+
+def _unstorable(point: StepPoint) -> StepResultUnstorable:
+    return StepResultUnstorable(
+        f"step {point.name!r}: the record would exceed DynamoDB's 400 KB item limit with this "
+        "recovery point; keep step results small"
+    )
 
 
 def _too_large(error: Exception) -> bool:
