@@ -418,3 +418,47 @@ def test_the_completer_resumes_an_odd_key_with_the_same_step_keys(
     assert [name for name, _ in sent] == ["charge", "email", "email"]
     assert sent[1][1] == sent[2][1], "the completer passed the provider another step key"
     assert resumable.run(key, {"id": 1}) == "email-ok"
+
+
+@pytest.mark.parametrize("likely_taken", [False, True], ids=["insert-first", "update-first"])
+@pytest.mark.parametrize("how", ["takeover", "retry"])
+def test_steps_survive_a_takeover_or_retry_through_acquire_many(
+    make_store: Any, scope: str, clock: FakeClock, likely_taken: bool, how: str
+) -> None:
+    """The same generation taken again by a batch (its holder's lease ended, or it failed
+    retryably): the finished step comes back without running, with the same step key."""
+    from exactly_once.held_lock import OnceLock
+    from exactly_once.stores.records import AcquireRequest
+
+    store = make_store(record_ttl_s=TTL_S)
+    first = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert first is not None
+    keys: list[str] = []
+
+    def charge(tag: str) -> Any:
+        def fn(step: Step) -> str:
+            keys.append(step.idempotency_key)
+            return tag
+
+        return fn
+
+    def dies(step: Step) -> str:
+        keys.append(step.idempotency_key)
+        raise RuntimeError("the provider's reply never came")
+
+    assert first.step("charge", charge("first")) == "first"
+    with pytest.raises(RuntimeError):
+        first.step("ship", dies)
+    if how == "retry":
+        first.fail(RuntimeError("the provider is down"), retryable=True)
+    else:
+        clock.advance(LEASE_S + 1)
+    [taken] = store.acquire_many(
+        [AcquireRequest(scope, "k", LEASE_S * 1000, "batch", likely_taken=likely_taken)]
+    )
+    assert not isinstance(taken, Exception), taken
+    assert taken.lock is not None, taken
+    holder = OnceLock(store, taken.lock, "k", "batch")
+    assert holder.step("charge", charge("second")) == "first"
+    assert holder.step("ship", charge("shipped")) == "shipped"
+    assert keys[1] == keys[2], "the step's key changed across the batch's takeover"
