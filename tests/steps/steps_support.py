@@ -211,6 +211,7 @@ def pg_store(dsn: str, clock: FakeClock, faults: Faults, **kw: Any) -> Store:
     pools: dict[str, Any] = {
         "pool": statements,
         "transaction_pool": statements.sibling(connections.pool(dsn, connections.TRANSACTIONS)),
+        "step_pool": statements.sibling(connections.pool(dsn, connections.STEPS)),
     }
     return PostgresStore(dsn, **pools, **kw)
 

@@ -57,9 +57,11 @@ class StoreBase:
         clock: Callable[[], float] | None = None,
         pool: ConnectionPool[Connection[Any]] | None = None,
         transaction_pool: ConnectionPool[Connection[Any]] | None = None,
+        step_pool: ConnectionPool[Connection[Any]] | None = None,
     ) -> None:
         """`pool` runs the store's statements, `transaction_pool` lends the holders their
-        transactions (by default the process's two pools for the DSN, connections.pool).
+        transactions and `step_pool` their steps' (by default the process's pools for the DSN,
+        connections.pool).
 
         Leases and expiries are decided by the database server's clock. `clock` (epoch
         seconds) replaces it for tests that move time: every statement then decides by its
@@ -72,6 +74,7 @@ class StoreBase:
         self._clock = clock
         self._pool = self._given_pool = pool
         self._transaction_pool = self._given_transaction_pool = transaction_pool
+        self._step_pool = self._given_step_pool = step_pool
         self._generation = lifecycle.generation()
         # The holders' open business transactions, by lock token.
         self._open: dict[str, Connection[Any]] = {}
@@ -91,6 +94,14 @@ class StoreBase:
             self._transaction_pool = connections.pool(self.conninfo, connections.TRANSACTIONS)
         return self._transaction_pool
 
+    @property
+    def step_pool(self) -> ConnectionPool[Connection[Any]]:
+        """Lends the holders' running steps their transactions (stores/postgres/steps.py)."""
+        self._follow_clones()
+        if self._step_pool is None:
+            self._step_pool = connections.pool(self.conninfo, connections.STEPS)
+        return self._step_pool
+
     def _follow_clones(self) -> None:
         """In a clone (fork, SnapStart restore) fetch the process's pools again: the old ones'
         connections belong to the parent. Pools given to the store are kept."""
@@ -104,6 +115,7 @@ class StoreBase:
             self._transaction_pool = (
                 None if _closed(self._given_transaction_pool) else self._given_transaction_pool
             )
+            self._step_pool = None if _closed(self._given_step_pool) else self._given_step_pool
             # The parent's holders' transactions are not ours to end: forget them.
             self._open = {}
             self._open_lock = threading.Lock()

@@ -33,6 +33,9 @@ SESSION_SETTINGS_MODES = ("startup", "server")
 
 STATEMENTS = "statements"  # the store's own short statements, in autocommit
 TRANSACTIONS = "transactions"  # the holders' open transactions (`ctx.transaction`)
+# The holders' running steps' transactions (steps/): a step needs one while its holder's own
+# stays open, so from a pool of their own, or holders as many as the pool would starve it.
+STEPS = "steps"
 
 _lock = threading.Lock()
 _pools: dict[tuple[str, str], ConnectionPool[Connection[Any]]] = {}
@@ -45,9 +48,9 @@ _inherited: list[ConnectionPool[Connection[Any]]] = []
 def pool(conninfo: str, purpose: str = STATEMENTS) -> ConnectionPool[Connection[Any]]:
     """The process's pool for `conninfo` and `purpose`, opened on first use (never at import).
 
-    Two pools, so that holders' open transactions can never starve the store's own statements:
-    a holder with its transaction open still extends its lease, and its neighbours still
-    acquire and complete.
+    Apart by purpose, so that holders' open transactions can never starve the store's own
+    statements (a holder with its transaction open still extends its lease, and its neighbours
+    still acquire and complete), nor a step's transaction (STEPS).
     """
     found = _pools.get((conninfo, purpose))
     if found is not None:
@@ -171,7 +174,7 @@ def _connect_kwargs(conninfo: str, purpose: str = STATEMENTS) -> dict[str, Any]:
     }
     # "server": the server or RDS Proxy sets them (init_query), so sending them would only pin.
     if env_choice("IDEMPOTENCY_PG_SESSION_SETTINGS", SESSION_SETTINGS_MODES, "startup") != "server":
-        settings = lent_settings() if purpose == TRANSACTIONS else session_settings()
+        settings = lent_settings() if purpose in (TRANSACTIONS, STEPS) else session_settings()
         kwargs["options"] = " ".join(f"-c {k}={v}" for k, v in settings.items())
     password = _password(conninfo)
     if password is not None:

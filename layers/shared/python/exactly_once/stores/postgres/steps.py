@@ -32,7 +32,7 @@ class StepTransactions(LentTransactions):
 
     def step_transaction(self, lock: Lock) -> Connection[Any]:
         """The connection whose open transaction commits with the running step's point."""
-        return self._lend(lock, _STEP + lock.token)
+        return self._lend(lock, _STEP + lock.token, self.step_pool)
 
     def discard_step(self, lock: Lock) -> None:
         if lock.inherited:
@@ -40,7 +40,7 @@ class StepTransactions(LentTransactions):
         with self._open_lock:
             conn = self._open.pop(_STEP + lock.token, None)
         if conn is not None:
-            self._finish_quietly(conn)
+            self._finish_quietly(conn, self.step_pool)
 
     def record_step(
         self, lock: Lock, point: StepPoint, writes: Sequence[dict[str, Any]] = ()
@@ -56,7 +56,7 @@ class StepTransactions(LentTransactions):
             conn = self._open.pop(_STEP + lock.token, None)
         begun = conn is not None
         if conn is None:
-            conn = self.transaction_pool.getconn()
+            conn = self.step_pool.getconn()
             connections.lend(conn, lent=True)
         import psycopg
 
@@ -75,15 +75,15 @@ class StepTransactions(LentTransactions):
             sql = bound(conn, statements.STEP_AND_COMMIT, params)
             conn.execute(sql if begun else b"BEGIN; " + sql)
         except psycopg.errors.DivisionByZero:  # fenced out, or the position is taken
-            self._finish_quietly(conn)
+            self._finish_quietly(conn, self.step_pool)
             return self._settled(lock, point, None)
         except Exception as exc:
-            self._finish_quietly(conn)
+            self._finish_quietly(conn, self.step_pool)
             return self._settled(lock, point, exc)
         except BaseException:
-            self._finish_quietly(conn)
+            self._finish_quietly(conn, self.step_pool)
             raise
-        self._finish(conn)
+        self._finish(conn, self.step_pool)
         return WriteResult(WriteStatus.OK, lock=lock)
 
     def _settled(self, lock: Lock, point: StepPoint, cause: Exception | None) -> WriteResult:

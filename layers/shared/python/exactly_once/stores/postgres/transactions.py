@@ -23,6 +23,7 @@ from exactly_once.stores.schema import Status
 
 if TYPE_CHECKING:
     from psycopg import Connection
+    from psycopg_pool import ConnectionPool
 
 
 class LentTransactions(StoreBase):
@@ -38,11 +39,13 @@ class LentTransactions(StoreBase):
         fenced on the token, then fails and rolls them back. The holder's statements run under
         the database's own statement_timeout, not the store's (statements.BEGIN).
         """
-        return self._lend(lock, lock.token)
+        return self._lend(lock, lock.token, self.transaction_pool)
 
-    def _lend(self, lock: Lock, slot: str) -> Connection[Any]:
-        """The connection open under `slot` (the holder's token, or its running step's), or a
-        pooled one with BEGIN sent, lent under it."""
+    def _lend(
+        self, lock: Lock, slot: str, pool: ConnectionPool[Connection[Any]]
+    ) -> Connection[Any]:
+        """The connection open under `slot` (the holder's token, or its running step's), or one
+        from `pool` with BEGIN sent, lent under it."""
         lock.own()  # a fork child's copy of the parent's lock is refused (LockInherited)
         with self._open_lock:
             conn = self._open.get(slot)
@@ -51,11 +54,11 @@ class LentTransactions(StoreBase):
         # Never wait for a pooled connection under the lock: the holders that would give one
         # back take the lock to complete, and would wait for us in turn. A token is one
         # holder's, used by one thread at a time, so no one else opens it meanwhile.
-        conn = self.transaction_pool.getconn()
+        conn = pool.getconn()
         try:
             conn.execute(statements.BEGIN)
         except BaseException:
-            self.transaction_pool.putconn(conn)
+            pool.putconn(conn)
             raise
         connections.lend(conn, lent=True)
         with self._open_lock:
@@ -73,8 +76,11 @@ class LentTransactions(StoreBase):
         with self._open_lock:
             return self._open.pop(lock.token, None)
 
-    def _finish(self, conn: Connection[Any]) -> None:
-        """Take the connection back: roll back what is still open, return it to the pool."""
+    def _finish(
+        self, conn: Connection[Any], pool: ConnectionPool[Connection[Any]] | None = None
+    ) -> None:
+        """Take the connection back: roll back what is still open, return it to its pool (the
+        transaction pool unless said)."""
         from psycopg.pq import TransactionStatus
 
         connections.lend(conn, lent=False)
@@ -82,11 +88,14 @@ class LentTransactions(StoreBase):
             if conn.info.transaction_status is not TransactionStatus.IDLE:
                 conn.rollback()
         finally:
-            self.transaction_pool.putconn(conn)  # a broken connection is discarded by the pool
+            # A broken connection is discarded by the pool.
+            (self.transaction_pool if pool is None else pool).putconn(conn)
 
-    def _finish_quietly(self, conn: Connection[Any]) -> None:
+    def _finish_quietly(
+        self, conn: Connection[Any], pool: ConnectionPool[Connection[Any]] | None = None
+    ) -> None:
         with contextlib.suppress(Exception):  # broken: the pool has discarded it
-            self._finish(conn)
+            self._finish(conn, pool)
 
     def _complete_in(
         self, conn: Connection[Any], lock: Lock, params: dict[str, Any]
