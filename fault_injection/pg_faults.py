@@ -155,8 +155,9 @@ class FaultyPool:
 def faulty_store_pools(
     conninfo: str, decide: Decide, on_fault: OnFault | None = None
 ) -> dict[str, Any]:
-    """`pool=` and `transaction_pool=` for a PostgresStore whose both pools meet the faults;
-    the first is the one to read `injected` from."""
+    """`pool=`, `transaction_pool=` and `step_pool=` for a PostgresStore whose pools all meet
+    the faults (a step's commit runs on the steps' own pool); the first is the one to read
+    `injected` from."""
     from exactly_once.stores.postgres import connections
 
     statements = FaultyPool(connections.pool(conninfo, connections.STATEMENTS), decide, on_fault)
@@ -165,4 +166,5 @@ def faulty_store_pools(
         "transaction_pool": statements.sibling(
             connections.pool(conninfo, connections.TRANSACTIONS)
         ),
+        "step_pool": statements.sibling(connections.pool(conninfo, connections.STEPS)),
     }
