@@ -5,7 +5,8 @@ effect, ship without one), hypothesis interleaves: holders that acquire a key (`
 run their next step, with the step's write meeting a fault at random (a reply lost and
 recognised, a write refused by a throttle or a dropped connection, every reply lost after it
 committed, the process dying inside the step's fn or after it and before the write); holders
-abandoned between steps; clock jumps past a lease (takeovers, so earlier holders become
+abandoned between steps or failed retryably (the next holder resumes in the same
+generation); clock jumps past a lease (takeovers, so earlier holders become
 zombies that still try their next step) and past the TTL (a new generation); completions.
 
 A step's durable effect commits with its recovery point (steps_support.py): on DynamoDB an
@@ -310,6 +311,28 @@ class StepsModel(RuleBasedStateMachine):
             assert not current, "the key's holder could not complete"
         self.holders.remove(holder)
 
+    @precondition(lambda self: self.holders)
+    @rule(data=st.data())
+    def fail_retryable(self, data: st.DataObject) -> None:
+        """A holder records a retryable failure between steps: the next `begin` takes the key
+        at once, in the same generation, and resumes after the finished steps."""
+        holder = data.draw(st.sampled_from(self.holders))
+        before = self.backend.raw(self.scope, holder.key)
+        current = (
+            before is not None
+            and before.lock_token == holder.token
+            and before.status is Status.IN_PROGRESS
+            and not before.is_expired(self.clock())
+        )
+        try:
+            holder.lock.fail("downstream timed out", retryable=True)
+        except LeaseLost:
+            assert not current, "the key's holder could not fail it"
+        self._die(holder)
+        after = self.backend.raw(self.scope, holder.key)
+        if current and before is not None and after is not None:
+            assert after.steps == before.steps, "a failure changed the key's recovery points"
+
     @rule(seconds=st.sampled_from((1.0, LEASE_S + 1.0, TTL_S + LEASE_S + 61.0)))
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -460,7 +483,7 @@ def test_each_step_runs_once_with_its_effect_on_both_stores(model_backend: Backe
     run_state_machine_as_test(
         machine,
         settings=_settings(
-            int(os.environ.get("EO_STEPS_MODEL_EXAMPLES", "40")),
+            int(os.environ.get("EO_STEPS_MODEL_EXAMPLES", "30")),
             int(os.environ.get("EO_STEPS_MODEL_STEPS", "40")),
         ),
     )
