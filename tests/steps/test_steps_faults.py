@@ -395,7 +395,7 @@ def test_a_result_over_the_cap_writes_nothing(world: World) -> None:
     assert world.effect_tags() == ["small"]
 
 
-@pytest.mark.parametrize("name", ["\ud83d", "a\udfffb", "", "x" * 257])
+@pytest.mark.parametrize("name", ["\ud83d", "a\udfffb", "", "x" * 257, "a\x00b", "\x00"])
 def test_a_step_name_that_cannot_be_stored_is_refused_before_it_runs(
     world: World, name: str
 ) -> None:
@@ -447,3 +447,16 @@ def test_a_step_that_would_outgrow_the_item_is_unstorable_and_writes_nothing(
     assert 5 <= position <= 7, "every step fitted: none was refused"
     assert sorted(world.record().steps) == list(range(1, position))
     assert len(world.effect_tags()) == (position - 1 if write else 0)
+
+
+@pytest.mark.parametrize("name", ["step\u2028ünï 🚀", "a" * 256, "__eo_set__", '"\\'])
+def test_an_odd_step_name_is_kept_and_resumed(world: World, name: str) -> None:
+    """Valid text up to 256 characters names a step on both stores: the next holder resumes
+    it by name."""
+    holder = world.hold()
+    assert world.step(holder, name, "first")["tag"] == "first"
+    world.clock.advance(LEASE_S + 1)
+    successor = world.hold()
+    assert world.step(successor, name, "again")["tag"] == "first"
+    assert world.record().steps[1].name == name
+    assert world.effect_tags() == ["first"]

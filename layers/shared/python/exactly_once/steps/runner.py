@@ -115,6 +115,7 @@ class StepRun:
             raise
         finally:
             self.running = None
+            step.finish()
         self._record_point(store, lock, position, name, result, step.writes)
         return result
 
@@ -226,13 +227,16 @@ class StepRun:
 
 
 def checked(name: str) -> str:
-    """A step name: non-empty text that can be stored (no lone surrogates), at most 256 chars."""
+    """A step name: non-empty text that can be stored (no lone surrogates, no NUL, which
+    PostgreSQL's jsonb refuses: every write of its point would fail), at most 256 chars."""
     if not isinstance(name, str) or not name or len(name) > MAX_NAME:
         raise ValueError(f"a step name is 1 to {MAX_NAME} characters, got {name!r}")
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError(f"a step name must be valid text, got {name!r}") from None
+    if "\x00" in name:
+        raise ValueError(f"a step name must not contain NUL, got {name!r}")
     return name
 
 
