@@ -30,13 +30,15 @@ LEASE_S = 10
 
 @pytest.fixture
 def own_pool_store(pg_dsn: str, clock: FakeClock) -> Iterator[PostgresStore]:
-    """A PostgreSQL store whose transaction pool is its own (the process's is shared by every
-    store on the same DSN), so that its connections can be counted."""
-    pool = connections.new_pool(pg_dsn, connections.TRANSACTIONS)
+    """A PostgreSQL store whose transaction and step pools are its own (the process's are
+    shared by every store on the same DSN), so that their connections can be counted."""
+    pools = [connections.new_pool(pg_dsn, connections.TRANSACTIONS)]
+    pools.append(connections.new_pool(pg_dsn, connections.STEPS))
     try:
-        yield PostgresStore(pg_dsn, clock=clock, transaction_pool=pool)
+        yield PostgresStore(pg_dsn, clock=clock, transaction_pool=pools[0], step_pool=pools[1])
     finally:
-        pool.close()
+        for pool in pools:
+            pool.close()
 
 
 def _ledger_rows(dsn: str, scope: str) -> list[str]:
@@ -87,9 +89,14 @@ def test_pg_a_step_whose_connection_died_under_fn_records_no_point(
 
 
 def _pool_idle(store: PostgresStore) -> tuple[int, int]:
-    """(connections the transaction pool holds, of them idle in it): equal when none is out."""
-    stats = store.transaction_pool.get_stats()
-    return stats.get("pool_size", 0), stats.get("pool_available", 0)
+    """(connections the transaction and step pools hold, of them idle there): equal when
+    none is out."""
+    size = idle = 0
+    for pool in (store.transaction_pool, store.step_pool):
+        stats = pool.get_stats()
+        size += stats.get("pool_size", 0)
+        idle += stats.get("pool_available", 0)
+    return size, idle
 
 
 @pytest.mark.parametrize("wrote", [True, False], ids=["step-transaction", "no-writes"])
@@ -184,23 +191,19 @@ def _held_in_parallel(
 def small_pool_store(
     pg_dsn: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[PostgresStore]:
-    """A store whose transaction pool holds 2 connections and waits 1 s for one: the default's
-    shape (IDEMPOTENCY_PG_POOL_MAX = BATCH_CONCURRENCY = 10) made small."""
+    """A store whose pools hold 2 connections each and wait 1 s for one: the default's shape
+    (IDEMPOTENCY_PG_POOL_MAX = BATCH_CONCURRENCY = 10) made small."""
     monkeypatch.setenv("IDEMPOTENCY_PG_POOL_MAX", "2")
     monkeypatch.setenv("IDEMPOTENCY_PG_POOL_WAIT_S", "1")
-    pool = connections.new_pool(pg_dsn, connections.TRANSACTIONS)
+    pools = [connections.new_pool(pg_dsn, connections.TRANSACTIONS)]
+    pools.append(connections.new_pool(pg_dsn, connections.STEPS))
     try:
-        yield PostgresStore(pg_dsn, clock=clock, transaction_pool=pool)
+        yield PostgresStore(pg_dsn, clock=clock, transaction_pool=pools[0], step_pool=pools[1])
     finally:
-        pool.close()
+        for pool in pools:
+            pool.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a step's commit (and a writing step's transaction) takes a second connection from "
-    "the transaction pool, which is sized for one per concurrent holder: holders with their "
-    "ctx.transaction open wait for each other until PoolTimeout",
-)
 @pytest.mark.parametrize("wrote", [False, True], ids=["no-writes", "step-transaction"])
 def test_pg_holders_with_open_transactions_as_many_as_the_pool_still_run_a_step(
     small_pool_store: PostgresStore, scope: str, wrote: bool
@@ -344,12 +347,6 @@ def test_ddb_a_lost_step_reply_retried_after_a_takeover(
 # -- DynamoDB: steps that fill the 400 KB item ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the steps' points stay on the item at completion: steps that filled it leave no room "
-    "for a result under result_cap_bytes, and the completion's UpdateItem fails with a plain "
-    "ValidationException (retried as transient: the key never completes)",
-)
 def test_ddb_a_holder_whose_steps_filled_the_item_still_completes(
     ddb: Any, idempotency_table: str, scope: str, clock: FakeClock
 ) -> None:
@@ -462,3 +459,41 @@ def test_steps_survive_a_takeover_or_retry_through_acquire_many(
     assert holder.step("charge", charge("second")) == "first"
     assert holder.step("ship", charge("shipped")) == "shipped"
     assert keys[1] == keys[2], "the step's key changed across the batch's takeover"
+
+
+# -- a Step used after its fn returned -------------------------------------------------------------
+
+
+def test_pg_a_steps_transaction_asked_for_after_the_step_is_refused(
+    own_pool_store: PostgresStore, pg_dsn: str, scope: str
+) -> None:
+    """A `step` kept past its fn (a closure called later): its transaction would be a new one
+    that no step commits (its writes ride on the next step's point, or on none, and its
+    connection never goes back to the pool). It is refused once the step has finished."""
+    store = own_pool_store
+    holder = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert holder is not None
+    kept: list[Step] = []
+    holder.step("charge", lambda step: kept.append(step))
+    with pytest.raises(RuntimeError):
+        _insert(kept[0].transaction, scope, "late", holder.fence)
+    holder.succeed("done")
+    assert _ledger_rows(pg_dsn, scope) == []
+    size, idle = _pool_idle(store)
+    assert size == idle, f"{size - idle} connection(s) kept out of the transaction pool"
+
+
+def test_ddb_a_write_added_after_the_step_is_refused_not_dropped(
+    ddb: Any, idempotency_table: str, ledger_table: str, scope: str, clock: FakeClock
+) -> None:
+    """`step.put` on a step whose fn returned was appended to a list nobody sends: the write
+    was silently dropped. It is refused."""
+    from exactly_once.stores.dynamodb.store import IdempotencyStore
+
+    store = IdempotencyStore(idempotency_table, client=ddb, clock=clock)
+    holder = begin(scope, "k", store=store, lease_s=LEASE_S).lock
+    assert holder is not None
+    kept: list[Step] = []
+    holder.step("charge", lambda step: kept.append(step))
+    with pytest.raises(RuntimeError):
+        kept[0].put(ledger_table, {"pk": {"S": scope}, "sk": {"S": "late"}})

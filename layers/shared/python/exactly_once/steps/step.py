@@ -26,7 +26,17 @@ class Step:
       transaction with the recovery point, fenced on the holder's lock.
     """
 
-    __slots__ = ("_lock", "_store", "fence", "idempotency_key", "key", "name", "position", "writes")
+    __slots__ = (
+        "_finished",
+        "_lock",
+        "_store",
+        "fence",
+        "idempotency_key",
+        "key",
+        "name",
+        "position",
+        "writes",
+    )
 
     def __init__(
         self,
@@ -46,6 +56,19 @@ class Step:
         self.fence = lock.fence  # the holder's fence: pass it downstream to fence a write
         self.idempotency_key = idempotency_key
         self.writes: list[dict[str, Any]] = []
+        self._finished = False  # its fn returned or raised: nothing more commits with it
+
+    def finish(self) -> None:
+        """The step's fn is over (the runner's call): a `transaction` asked for now would be
+        a new one that no step commits, and a write added now would never be sent."""
+        self._finished = True
+
+    def _running(self, what: str) -> None:
+        if self._finished:
+            raise RuntimeError(
+                f"step {self.name!r} has finished: its {what} is only for use inside its fn "
+                "(a Step kept for later commits nothing)"
+            )
 
     def __repr__(self) -> str:
         return f"Step({self.name!r}, position={self.position}, key={self.key!r})"
@@ -54,6 +77,7 @@ class Step:
     def transaction(self) -> Any:
         """The open `psycopg.Connection` whose transaction commits with this step's recovery
         point (PostgreSQL store only); commit, rollback and close are refused on it."""
+        self._running("transaction")
         return self._store.step_transaction(self._lock)
 
     def write(self, entry: dict[str, Any]) -> None:
@@ -63,6 +87,7 @@ class Step:
         """
         if self._store.backend != "dynamodb":
             raise TypeError("step.write is for the DynamoDB store; use step.transaction")
+        self._running("write")
         if len(self.writes) >= MAX_WRITES:
             raise StepWriteRefused(
                 f"step {self.name!r}: a step carries at most {MAX_WRITES} writes (DynamoDB's "
