@@ -346,6 +346,7 @@ HOSTILE = {
     "one-key-look-alike": {"__eo_tuple__": [1, 2]},
     "nested-look-alike": [{"__eo_dict__": {"__eo_bytes__": "AA=="}}],
     "types": {1: (b"\x00\xff", frozenset({1}), {2.5})},
+    "nul-and-escapes": {"a\x00b": "\x00\\u0000\u2028", "k": ["\\", '"']},
 }
 
 
@@ -460,3 +461,36 @@ def test_an_odd_step_name_is_kept_and_resumed(world: World, name: str) -> None:
     assert world.step(successor, name, "again")["tag"] == "first"
     assert world.record().steps[1].name == name
     assert world.effect_tags() == ["first"]
+
+
+def test_a_kept_input_whose_replies_were_lost_is_kept_once(world: World) -> None:
+    """The input a resumable keeps (position 0) is written like a step: a lost reply is
+    recognised; after every reply was lost its holder reads the input back instead of keeping
+    another; the next holder gets it."""
+    holder = world.hold()
+    world.faults.lose = 1
+    assert steps_of(holder).keep_input({"order": 1}) == {"order": 1}
+    assert world.record().steps[0].result == {"order": 1}
+    world.clock.advance(LEASE_S + 1)
+    second = world.hold()
+    world.step(second, "charge", "a")  # read the record: no input kept by this one
+    world.clock.advance(LEASE_S + 1)
+    third = world.hold()
+    world.step(third, "charge", "x")  # resumed; it reads the record, input included
+    assert steps_of(third).stored_input() == (True, {"order": 1})
+
+
+def test_an_input_kept_with_every_reply_lost_is_read_back(world: World) -> None:
+    holder = world.hold()
+    world.step(holder, "charge", "a")  # the holder has read its record
+    if world.backend == "dynamodb":
+        world.faults.lose = 100
+        error: type[Exception] = ClientError
+    else:
+        world.faults.lose, world.faults.unreadable_after_lose = 1, 100
+        error = CommitUnknown
+    with pytest.raises(error):
+        steps_of(holder).keep_input({"order": 1})
+    world.faults.clear()
+    assert steps_of(holder).keep_input({"order": 2}) == {"order": 1}
+    assert world.record().steps[0].result == {"order": 1}
