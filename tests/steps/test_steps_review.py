@@ -497,3 +497,19 @@ def test_ddb_a_write_added_after_the_step_is_refused_not_dropped(
     holder.step("charge", lambda step: kept.append(step))
     with pytest.raises(RuntimeError):
         kept[0].put(ledger_table, {"pk": {"S": scope}, "sk": {"S": "late"}})
+
+
+def test_the_completer_takes_one_resumable_named_twice(
+    store: Any, scope: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RESUMABLE_MODULES="app.checkout,app" where `app` re-exports checkout's resumable names
+    the same function twice: the scheduled completer must run, not refuse it as two resumables
+    of one scope (two different functions of one scope stay refused)."""
+    from exactly_once.steps.completer import Completer
+    from exactly_once.steps.resumable import Resumable
+
+    checkout: Resumable[Any, Any] = Resumable(scope, lambda lock, order: order, {"store": store})
+    Completer([checkout, checkout], store=store)
+    other: Resumable[Any, Any] = Resumable(scope, lambda lock, order: None, {"store": store})
+    with pytest.raises(ValueError, match="two resumables of one scope"):
+        Completer([checkout, other], store=store)

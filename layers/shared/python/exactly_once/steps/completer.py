@@ -120,7 +120,9 @@ class Completer:
         owner: str | None = None,
         lambda_context: Any = None,
     ) -> None:
-        chosen = list(registered() if resumables is None else resumables)
+        # The same resumable named twice (a module and one that re-exports it, both in
+        # RESUMABLE_MODULES) is one; two functions of one scope are not.
+        chosen = list(dict.fromkeys(registered() if resumables is None else resumables))
         self._by_scope: dict[str, Resumable[Any, Any]] = {r.scope: r for r in chosen}
         if len(self._by_scope) != len(chosen):
             raise ValueError("two resumables of one scope: the completer could not tell them")
