@@ -1,11 +1,11 @@
 """The headline figures are quoted from the generated reports, not retyped.
 
 `make bench` writes docs/benchmarks.md and `eonce chaos --markdown` docs/chaos.md (and
-docs/chaos-postgres.md); the README's "Headline figures" section and docs/performance.md quote
-them. A figure rounded on the way (5.9x for the report's 5.91x) or left from an earlier run is a
-claim no report backs, so every measured figure there (a decimal, or a whole number of three
-digits or more; not a version such as 0.2.0, nor a size such as "a 200-message version") must
-occur, as the same token, in one of the reports.
+docs/chaos-postgres.md, chaos-kinesis.md and chaos-steps.md); the README's "Headline figures"
+section and docs/performance.md quote them. A figure rounded on the way (5.9x for the report's
+5.91x) or left from an earlier run is a claim no report backs, so every measured figure there
+(a decimal, or a whole number of three digits or more; not a version such as 0.2.0, nor a size
+such as "a 200-message version") must occur, as the same token, in one of the reports.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ README = REPO / "README.md"
 PERFORMANCE = REPO / "docs" / "performance.md"
 REPORTS = tuple(
     REPO / "docs" / name
-    for name in ("benchmarks.md", "chaos.md", "chaos-postgres.md", "chaos-kinesis.md")
+    for name in (
+        "benchmarks.md",
+        "chaos.md",
+        "chaos-postgres.md",
+        "chaos-kinesis.md",
+        "chaos-steps.md",
+    )
 )
 SECTION = re.compile(r"^## Headline figures\n(.*?)(?=^## )", re.MULTILINE | re.DOTALL)
 # A figure: digits with an optional decimal part, thousands separators allowed ("10,000").
@@ -48,7 +54,7 @@ def test_every_headline_figure_is_in_a_report() -> None:
     match = SECTION.search(README.read_text(encoding="utf-8"))
     assert match is not None, "the README has no 'Headline figures' section"
     quoted = figures(match.group(1))
-    assert {"56.0", "364.9", "8900", "2670"} <= quoted  # the table and the chaos lines
+    assert {"56.0", "364.9", "8900", "2670", "1780", "357"} <= quoted  # table and chaos lines
     reports = "\n".join(path.read_text(encoding="utf-8") for path in REPORTS)
     assert sorted(f for f in quoted if not occurs(f, reports)) == []
 
