@@ -208,6 +208,6 @@ def test_a_durable_locks_ledger_entry_is_refused_too(pg_store: PostgresStore, sc
     )
     claim = begin(scope, "order-1", lambda_context=durable, lease_s=3600, store=pg_store)
     assert claim.acquired
-    with pytest.raises(ConfigurationError, match=r"once\("):
+    with pytest.raises(ConfigurationError, match=r"lock\.step\("):
         ledger.record_effect(claim.lock, {"paid": 1})
     claim.lock.succeed("done")

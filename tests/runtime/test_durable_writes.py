@@ -94,7 +94,7 @@ def test_a_durable_lock_refuses_its_transaction_so_no_step_write_is_lost(
     # The loss: the key says done, and the write is gone.
     assert not (record.status is Status.COMPLETED and written == []), "the step's write was lost"
     assert refusals, "the durable lock lent its transaction"
-    assert "once(" in refusals[0]  # the message says the way out
+    assert "lock.step(" in refusals[0]  # the message says the way out
     assert record.status is Status.FAILED  # the step's error failed the key: it can run again
     assert written == []
 
