@@ -164,3 +164,12 @@ def test_the_hundredth_dynamodb_write_of_a_step_is_refused_at_once(
         lock.step("many", many)
     assert isinstance(refused.value, PermanentError)
     assert refused.value.index == 99
+
+
+def test_a_step_after_the_outcome_is_refused_before_it_runs(store: Store, scope: str) -> None:
+    ran: list[int] = []
+    lock = begin(scope, "k", store=store, lease_s=10).lock
+    lock.succeed("done")
+    with pytest.raises(RuntimeError, match="already recorded"):
+        lock.step("late", lambda s: ran.append(1))
+    assert ran == []

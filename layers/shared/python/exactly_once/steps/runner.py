@@ -164,6 +164,12 @@ class StepRun:
             raise LeaseLost("this context holds no lock: steps need the key's holder")
         if not hasattr(store, "record_step"):
             raise ConfigurationError(f"the {store.backend} store keeps no steps")
+        outcome = getattr(self._ctx, "outcome", None)  # a OnceLock's, once written
+        if outcome is not None:
+            raise RuntimeError(
+                f"{self._ctx.key!r}: the outcome is already recorded ({outcome}): a step now "
+                "would run and then be refused"
+            )
         return store, lock.own()
 
     def _points(self, store: Store, lock: Lock) -> dict[int, StepPoint]:
