@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -187,21 +188,28 @@ def settings_line(settings: ChaosSettings, runs: list[ConsumerRun]) -> str:
     return head + f"throttle {r.throttle}, delete failure {r.delete_failure}"
 
 
-def table(
-    plan: Plan, runs: list[ConsumerRun], title: str, store: StoreKind = StoreKind.DYNAMODB
-) -> Table:
+def sectioned_table(title: str, runs: Sequence[Any], rows: Iterable[Any]) -> Table:
+    """The comparison table: a column per run (its kind's title), rows grouped under their
+    sections' headings; each row is a label, a section and a cell(run). Every chaos report
+    (queue, steps, stream) draws its rows this way."""
     out = Table(title=title, show_header=True, header_style="bold")
     out.add_column("")
     for run in runs:
         out.add_column(run.kind.title, justify="right")
     section = ""
-    for row in rows(plan, store):
+    for row in rows:
         if row.section != section:
             section = row.section
             out.add_section()
             out.add_row(f"[bold]{section}[/]", *["" for _ in runs])
         out.add_row(row.label, *[str(row.cell(run)) for run in runs])
     return out
+
+
+def table(
+    plan: Plan, runs: list[ConsumerRun], title: str, store: StoreKind = StoreKind.DYNAMODB
+) -> Table:
+    return sectioned_table(title, runs, rows(plan, store))
 
 
 def problems(run: ConsumerRun, limit: int = 5) -> list[str]:

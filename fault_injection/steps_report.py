@@ -12,7 +12,7 @@ from rich.table import Table
 from fault_injection import accounting
 from fault_injection.harness import ConsumerRun
 from fault_injection.pg_policy import FAIL_KINDS
-from fault_injection.report import Cell, Row, _pg_faults, settings_line
+from fault_injection.report import Cell, Row, _pg_faults, sectioned_table, settings_line
 from fault_injection.settings import ChaosSettings, StoreKind
 from fault_injection.steps_books import StepsVerdict
 from fault_injection.steps_workload import CRASH_POINTS, PAUSE_POINTS, STEPS
@@ -170,18 +170,7 @@ def rows(plan: Plan, store: StoreKind = StoreKind.DYNAMODB) -> list[Row]:
 
 
 def table(plan: Plan, runs: list[ConsumerRun], title: str, store: StoreKind) -> Table:
-    out = Table(title=title, show_header=True, header_style="bold")
-    out.add_column("")
-    for run in runs:
-        out.add_column(run.kind.title, justify="right")
-    section = ""
-    for row in rows(plan, store):
-        if row.section != section:
-            section = row.section
-            out.add_section()
-            out.add_row(f"[bold]{section}[/]", *["" for _ in runs])
-        out.add_row(row.label, *[str(row.cell(run)) for run in runs])
-    return out
+    return sectioned_table(title, runs, rows(plan, store))
 
 
 def problems(run: ConsumerRun, limit: int = 5) -> list[str]:

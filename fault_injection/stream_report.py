@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fault_injection import accounting
+from fault_injection.report import sectioned_table
 from fault_injection.stream_accounting import StreamVerdict
 from fault_injection.stream_harness import StreamRun
 from fault_injection.stream_workload import CRASH_POINTS, PAUSE_POINTS, KinesisSettings, StreamPlan
@@ -123,18 +124,7 @@ def settings_line(settings: KinesisSettings, runs: list[StreamRun]) -> str:
 
 
 def table(plan: StreamPlan, settings: KinesisSettings, runs: list[StreamRun], title: str) -> Table:
-    out = Table(title=title, show_header=True, header_style="bold")
-    out.add_column("")
-    for run in runs:
-        out.add_column(run.kind.title, justify="right")
-    section = ""
-    for row in rows(plan, settings):
-        if row.section != section:
-            section = row.section
-            out.add_section()
-            out.add_row(f"[bold]{section}[/]", *["" for _ in runs])
-        out.add_row(row.label, *[str(row.cell(run)) for run in runs])
-    return out
+    return sectioned_table(title, runs, rows(plan, settings))
 
 
 def problems(run: StreamRun, plan: StreamPlan, limit: int = 5) -> list[str]:
