@@ -69,6 +69,19 @@ class _OnceStore:
     lease: LeasePolicy | None = None
 
 
+def settings_store(settings: dict[str, Any]) -> Store:
+    """The store `store_settings(...)` names for `once` (its table or DSN, lifetimes, lease)."""
+    return open_store(
+        _OnceStore(
+            settings["table_name"],
+            settings["dsn"],
+            settings["record_ttl_s"],
+            settings["failed_ttl_s"],
+            lease=settings["lease"],
+        )
+    )
+
+
 def begin(
     scope: str,
     key: str,
@@ -134,15 +147,7 @@ def begin(
     }
     settings = store_settings(given, "ONCE_SCOPE", store_given=store is not None)
     if store is None:
-        store = open_store(
-            _OnceStore(
-                settings["table_name"],
-                settings["dsn"],
-                settings["record_ttl_s"],
-                settings["failed_ttl_s"],
-                lease=settings["lease"],
-            )
-        )
+        store = settings_store(settings)
     policy: LeasePolicy = settings["lease"]
     if lease_s is not None:
         lease_ms = positive_ms(lease_s, "lease_s")

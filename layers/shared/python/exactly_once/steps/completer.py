@@ -33,7 +33,7 @@ from exactly_once.held_lock import positive_ms
 from exactly_once.lease import owner as lambda_owner
 from exactly_once.steps.resumable import NoStoredInput, Resumable, registered
 from exactly_once.steps.runner import INPUT
-from exactly_once.stores.protocol import Store, open_store
+from exactly_once.stores.protocol import Store
 from exactly_once.stores.schema import Status
 
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ class Completer:
         own: Store | None = resumable.defaults.get("store")
         if own is not None:
             return own
-        from exactly_once.once_lock import _OnceStore
+        from exactly_once.once_lock import settings_store
 
         given = {
             "scope": resumable.scope,
@@ -254,15 +254,7 @@ class Completer:
         settings = store_settings(given, "ONCE_SCOPE")
         where = (settings["table_name"], settings["dsn"])
         if where not in self._stores:
-            self._stores[where] = open_store(
-                _OnceStore(
-                    settings["table_name"],
-                    settings["dsn"],
-                    settings["record_ttl_s"],
-                    settings["failed_ttl_s"],
-                    lease=settings["lease"],
-                )
-            )
+            self._stores[where] = settings_store(settings)
         return self._stores[where]
 
 

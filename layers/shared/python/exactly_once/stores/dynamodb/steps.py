@@ -15,6 +15,7 @@ from typing import Any
 from exactly_once.errors import StepResultUnstorable, StepWriteRefused
 from exactly_once.stores import schema
 from exactly_once.stores.dynamodb.expressions import HOLDS_LOCK, n, names, returned_item, s
+from exactly_once.stores.dynamodb.fenced_writes import item_too_large
 from exactly_once.stores.dynamodb.table import Table
 from exactly_once.stores.records import Lock, StepPoint, StoredRecord, WriteResult, WriteStatus
 from exactly_once.stores.schema import Status
@@ -72,7 +73,7 @@ def record_step(
                 ) from cancelled
         raise  # a conflict or throttling inside the transaction: nothing was written
     except client.exceptions.ClientError as error:
-        if _too_large(error):
+        if item_too_large(error):
             raise _unstorable(point) from error
         raise
     return WriteResult(WriteStatus.OK, lock=lock)
@@ -98,10 +99,3 @@ def _unstorable(point: StepPoint) -> StepResultUnstorable:
         f"step {point.name!r}: the record would exceed DynamoDB's 400 KB item limit with this "
         "recovery point; keep step results small"
     )
-
-
-def _too_large(error: Exception) -> bool:
-    response = getattr(error, "response", {})
-    code = response.get("Error", {}).get("Code", "")
-    message = str(response.get("Error", {}).get("Message", ""))
-    return code == "ValidationException" and "size" in message.lower()
