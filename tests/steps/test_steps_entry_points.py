@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -100,21 +101,21 @@ class Delivered:
         return f"Delivered({self.verdict!r}, {self.detail!r})"
 
 
-class Driver:
+class Driver(ABC):
     """One entry point around a business function `work(ctx, order_id)`; `deliver` sends an
     order (again: a redelivery of the same message / request / record)."""
 
     permanent_is_final = True  # a PermanentError fails the key for good
 
-    def deliver(self, order_id: str) -> Delivered:
-        raise NotImplementedError
+    @abstractmethod
+    def deliver(self, order_id: str) -> Delivered: ...
 
+    @abstractmethod
     def use_store(self, store: Store) -> None:
         """Run on `store` (one on the test's clock) instead of the one configured."""
-        raise NotImplementedError
 
 
-class RecordDriver(Driver):
+class RecordDriver(Driver, ABC):
     """SQS, SNS and streams: the record processor's outcome, and the DLQ's letters."""
 
     def __init__(self, handler: Any, sqs: SQSClient, dlq_url: str) -> None:
@@ -123,8 +124,8 @@ class RecordDriver(Driver):
         self.dlq_url = dlq_url
         self.events: dict[str, dict[str, Any]] = {}
 
-    def event_for(self, order_id: str) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def event_for(self, order_id: str) -> dict[str, Any]: ...
 
     def use_store(self, store: Store) -> None:
         self.handler.processor().store = store
