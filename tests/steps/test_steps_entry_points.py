@@ -94,7 +94,9 @@ class Delivered:
     """What one delivery ended as, in the entry point's own terms."""
 
     def __init__(self, verdict: str, detail: str = "") -> None:
-        self.verdict = verdict  # "done", "retry", "dead" (permanent) or "duplicate"
+        # "done", "retry", "dead" (permanent), "final" (HTTP: a 500 saying a retry will not run
+        # it) or "duplicate"
+        self.verdict = verdict
         self.detail = detail  # the dead letter's error type, or the HTTP problem type
 
     def __repr__(self) -> str:
@@ -185,6 +187,8 @@ class HttpDriver(Driver):
         problem = str(reply.json()["type"]).rsplit(":", 1)[-1]
         if problem == "outcome-unknown":  # FAILED for good: an operator resets the key
             return Delivered("dead", problem)
+        if problem == "handler-failed" and "will not run it again" in reply.json()["detail"]:
+            return Delivered("final", problem)  # a 500 that says a retry will not run it
         return Delivered("retry" if reply.status in (500, 503, 409) else "dead", problem)
 
 
@@ -326,7 +330,7 @@ def test_a_step_order_error_fails_the_key_as_a_permanent_error_does(
         assert (changed.verdict, changed.detail) == ("dead", "StepOrderError"), changed
         assert again.verdict == "dead", again
     else:  # HTTP: a 500 (the exception's text is never sent), and the key FAILED for good
-        assert (changed.verdict, changed.detail) == ("retry", "handler-failed"), changed
+        assert (changed.verdict, changed.detail) == ("final", "handler-failed"), changed
         assert (again.verdict, again.detail) == ("dead", "outcome-unknown"), again
     assert books.effects(oid) == Counter({"charge": 1, "ship": 1})
     assert [step for step, _ in books.provider_calls(oid)] == ["charge", "ship"]
@@ -356,7 +360,7 @@ def test_a_step_whose_result_cannot_be_kept_fails_permanently(
         assert again.verdict == "dead", again
         assert len(books.provider_calls(oid)) == 1
     else:  # HTTP: a 500, and the key FAILED for good: its retry must not run the step again
-        assert (first.verdict, first.detail) == ("retry", "handler-failed"), first
+        assert (first.verdict, first.detail) == ("final", "handler-failed"), first
         assert (again.verdict, again.detail) == ("dead", "outcome-unknown"), again
     assert len(books.provider_calls(oid)) == 1
     assert books.effects(oid) == Counter()
@@ -388,7 +392,7 @@ def test_a_step_write_refused_by_its_condition_fails_the_key_with_nothing_writte
     if deliver.permanent_is_final:
         assert (first.verdict, first.detail) == ("dead", "StepWriteRefused"), first
     else:  # HTTP: a 500, and the key FAILED for good (docs/steps.md)
-        assert (first.verdict, first.detail) == ("retry", "handler-failed"), first
+        assert (first.verdict, first.detail) == ("final", "handler-failed"), first
         assert deliver.deliver(oid).detail == "outcome-unknown"
     assert books.effects(oid) == Counter({"charge": 1})
 

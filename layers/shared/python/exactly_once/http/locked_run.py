@@ -69,7 +69,8 @@ def run_locked(
             else "handler raised a step error; the key is FAILED for good",
             extra={**extra, "error": repr(exc)},
         )
-        return ApiResult(ApiOutcome.FAILED, generic_error(), ctx.key, lock.fence, takeover=takeover)
+        answer = generic_error(error.retryable)
+        return ApiResult(ApiOutcome.FAILED, answer, ctx.key, lock.fence, takeover=takeover)
     if not is_final(response.status):  # 5xx, 408, 425, 429: the retry runs again
         error = ErrorInfo("HttpStatus", f"the handler answered {response.status}", True)
         record_failure(lock, error, extra)

@@ -24,14 +24,17 @@ from exactly_once.http.results import ApiOutcome, ApiResult
 from exactly_once.stores.records import StoredRecord
 
 
-def generic_error() -> HttpResponse:
-    return problem(
-        500,
-        "handler-failed",
-        "The request failed",
+def generic_error(retryable: bool = True) -> HttpResponse:
+    """The handler raised. Retryable: a retry runs the request again. Not (a step error that
+    must not run again, http/locked_run.FINAL_STEP_ERRORS): the key is FAILED for good."""
+    detail = (
         "The server could not complete the request. Retrying with the same Idempotency-Key "
-        "is safe: it runs again.",
+        "is safe: it runs again."
+        if retryable
+        else "The server could not complete the request, and will not run it again with this "
+        "Idempotency-Key: a retry is answered 409 outcome-unknown until an operator resets it."
     )
+    return problem(500, "handler-failed", "The request failed", detail)
 
 
 def not_committed() -> HttpResponse:
