@@ -206,3 +206,27 @@ def test_a_rerun_after_a_crash_completes_with_each_effect_once(shop: Shop, crash
     again = run("examples.checkout_steps", shop.env)
     assert printed(again) == {"outcome": "already_done", "detail": done["detail"]}
     assert shop.books() == books
+
+
+def test_the_command_says_its_usage_and_needs_a_person_for_a_permanent_failure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from types import SimpleNamespace
+
+    from exactly_once.errors import PermanentError, StepOrderError
+    from examples.checkout_steps.__main__ import cli, main
+
+    assert cli(["--help"], {}) == 2
+    assert cli(["o-1", "ten", "a@b"], {"CHECKOUT_FOLDER": "/x"}) == 2
+    assert cli(["o-1", "10", "a@b"], {}) == 2
+    assert "usage:" in capsys.readouterr().err
+
+    def raising(error: Exception) -> Any:
+        def run(order: Any) -> Any:
+            raise error
+
+        return SimpleNamespace(run=run)
+
+    assert main(["o-1", "10", "a@b"], raising(StepOrderError("changed"))) == 1
+    assert main(["o-1", "10", "a@b"], raising(PermanentError("no"))) == 1
+    assert main(["o-1", "10", "a@b"], raising(TimeoutError("later"))) == TRY_AGAIN
