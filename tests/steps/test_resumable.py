@@ -34,11 +34,28 @@ def test_run_keeps_the_input_runs_each_step_once_and_answers_the_stored_result_a
     record = store.get(scope, "o-1")
     assert record is not None
     assert record.status is Status.COMPLETED
-    assert record.steps[INPUT].result == ORDER  # kept before the first step
-    assert record.steps[INPUT].at_ms <= record.steps[1].at_ms
+    assert record.steps[INPUT].result == ORDER
     assert checkout.resumable.run("o-1", {"id": "ignored"}) == result  # stored: nothing runs
     assert checkout.ran == dict.fromkeys(STEPS, 1)
     assert once_each(books.effects("o-1"))
+
+
+def test_the_input_is_kept_before_the_first_step_runs(store: Store, scope: str) -> None:
+    """Read from the record while the first step runs, not from the points' clock times."""
+    seen: list[object] = []
+
+    @resumable(f"{scope}-input-first", store=store, lease_s=10)
+    def work(lock: OnceLock, order: dict[str, str]) -> str:
+        def first(step: object) -> str:
+            record = store.get_by_id(lock.store_lock.record_id)
+            assert record is not None
+            seen.append(record.steps[INPUT].result if INPUT in record.steps else None)
+            return "charged"
+
+        return lock.step("charge", first)
+
+    assert work.run("o-1", ORDER) == "charged"
+    assert seen == [ORDER]
 
 
 def test_a_resumed_key_goes_on_with_the_input_its_steps_saw(
