@@ -81,6 +81,9 @@ def _faults() -> str:
   write recognises its own earlier attempt (its token); a completion whose reply was lost had
   committed with its transaction, and is settled by reading the record (COMPLETED under our
   token: done).
+* **planned store faults**: on top of the draws, each worker process drops its 2nd acquire
+  and 3rd completion and loses the reply of its 5th acquire and 6th completion
+  (`pg_policy.EACH_PROCESS`), so every run meets each of them even when the draws miss.
 * **SQS delete failure**: the worker drops a share of the DeleteMessageBatch entries of
   successful records, so they are redelivered.
 * **poison**: bodies that are not JSON, have no `orderId`, or have a negative amount.

@@ -12,12 +12,21 @@ What the DynamoDB run does with throttles and lost replies, done at the driver's
 
 Reads and the business function's own statements are left alone: they are not the store's to
 recover, and the run measures the store.
+
+The draws alone cannot promise that each fault happens: a run of a few hundred messages sends
+only tens of acquire statements, and at a 3 % rate none of them may lose its reply. So each
+worker process also meets a few planned faults (`EACH_PROCESS`: the n-th statement of a kind,
+counted in that process), as the crash and pause points are planned into message bodies: a
+run whose rates are above zero always drops and loses both an acquire and a completion, and
+CI's verdict that they happened no longer depends on the draw.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
+from collections.abc import Mapping
 
 from fault_injection.pg_faults import Decide
 
@@ -25,12 +34,30 @@ FAIL_KINDS = ("acquire", "write", "complete")
 LOSE_KINDS = ("acquire", "write", "complete")
 FAULTS = ("fail", "lose")
 
+# kind -> {n: fault}: the fault the kind's n-th statement in a worker process meets. Spaced so
+# that a retry (the next statement of its kind) meets the draw, not another planned fault.
+EACH_PROCESS: Mapping[str, Mapping[int, str]] = {
+    "acquire": {2: "fail", 5: "lose"},
+    "complete": {3: "fail", 6: "lose"},
+}
 
-def random_faults(fail_rate: float, lose_rate: float, rng: random.Random) -> Decide:
-    """A `decide` for FaultyPool: one draw per statement, shared by the record threads."""
+
+def random_faults(
+    fail_rate: float,
+    lose_rate: float,
+    rng: random.Random,
+    planned: Mapping[str, Mapping[int, str]] | None = None,
+) -> Decide:
+    """A `decide` for FaultyPool: one draw per statement, shared by the record threads.
+
+    `planned` (e.g. EACH_PROCESS) forces a fault on the n-th statement of a kind, counted by
+    this `decide`; a planned fault whose rate is zero is not forced (no rates, no faults).
+    """
     if fail_rate + lose_rate > 1.0:
         raise ValueError("fail_rate + lose_rate cannot exceed 1: a statement meets one fault")
-    lock = threading.Lock()  # Random is not safe to share between the record threads
+    lock = threading.Lock()  # Random and the counts are not safe to share between threads
+    seen: Counter[str] = Counter()
+    rates = {"fail": fail_rate, "lose": lose_rate}
 
     def decide(kind: str) -> str | None:
         fail = fail_rate if kind in FAIL_KINDS else 0.0
@@ -38,7 +65,11 @@ def random_faults(fail_rate: float, lose_rate: float, rng: random.Random) -> Dec
         if not fail and not lose:
             return None
         with lock:
+            seen[kind] += 1
+            forced = (planned or {}).get(kind, {}).get(seen[kind])
             draw = rng.random()
+        if forced is not None and rates[forced]:
+            return forced
         if draw < fail:
             return "fail"
         if draw < fail + lose:

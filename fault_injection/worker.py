@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from exactly_once import clients
 from exactly_once_ops.lambda_context import LocalLambdaContext
 from fault_injection import events, injection
-from fault_injection.pg_policy import random_faults
+from fault_injection.pg_policy import EACH_PROCESS, random_faults
 from fault_injection.settings import StoreKind
 from fault_injection.throttling import install_throttling
 from local_aws import lock_off
@@ -95,8 +95,10 @@ def _load_with_faults(spec: WorkerSpec, rng: random.Random) -> Handler:
         handler = load_handler(spec.handler)
         if not isinstance(handler, FaultyPostgresConsumer):
             raise TypeError(f"{spec.handler} is no FaultyPostgresConsumer: faults cannot reach it")
-        # Its pool asks `decide` before each statement.
-        handler.decide = random_faults(spec.throttle_rate, spec.lost_reply_rate, rng)
+        # Its pool asks `decide` before each statement; a few faults are planned per process.
+        handler.decide = random_faults(
+            spec.throttle_rate, spec.lost_reply_rate, rng, planned=EACH_PROCESS
+        )
         return handler
     # The layer's cached client is the one its store, the ledger and the Powertools consumer
     # use: hooking it before the handler is imported covers every DynamoDB call.

@@ -21,7 +21,7 @@ from exactly_once_cli.app import app
 from fault_injection import injection
 from fault_injection.consumers import by_names
 from fault_injection.page import write_page
-from fault_injection.pg_policy import FAIL_KINDS
+from fault_injection.pg_policy import EACH_PROCESS
 from fault_injection.report import print_report
 from fault_injection.runner import ChaosResult, run_chaos
 from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates, StoreKind
@@ -85,11 +85,11 @@ def test_every_fault_injected_and_the_books_still_close(result: ChaosResult) -> 
     assert run.events["transient"] >= 1, report
     assert run.batches["delete_dropped"] >= 1, report
     assert run.batches["takeovers"] >= 1, report
-    dropped = sum(run.events[f"pg-fault: fail {kind}"] for kind in FAIL_KINDS)
-    assert run.events["pg-fault: fail acquire"] >= 1, report
-    assert run.events["pg-fault: lose acquire"] >= 1, report
-    assert run.events["pg-fault: lose commit"] + run.events["pg-fault: lose complete"] >= 1, report
-    assert dropped >= 10, report
+    # Each worker process meets EACH_PROCESS's planned drops and lost replies (the draws alone
+    # could miss one: CI once saw 9 drops where it asked for 10), and the draws come on top.
+    for kind, planned in EACH_PROCESS.items():
+        for fault in planned.values():
+            assert run.events[f"pg-fault: {fault} {kind}"] >= 1, report
 
     # The invariants held: one ledger row per key, with the effect in the transaction.
     verdict = run.verdict

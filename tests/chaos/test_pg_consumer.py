@@ -18,7 +18,13 @@ from exactly_once.stores.postgres import connections
 from exactly_once.stores.postgres.store import PostgresStore
 from fault_injection.consumer_postgres import FaultyPostgresConsumer, _handle
 from fault_injection.pg_faults import Decide
-from fault_injection.pg_policy import FAIL_KINDS, LOSE_KINDS, no_faults, random_faults
+from fault_injection.pg_policy import (
+    EACH_PROCESS,
+    FAIL_KINDS,
+    LOSE_KINDS,
+    no_faults,
+    random_faults,
+)
 from fault_injection.run_stores import PostgresRunStore
 from local_aws.postgres_server import PostgresServer
 
@@ -55,6 +61,24 @@ def test_both_rates_share_one_draw() -> None:
     assert set(draws(decide, "read")) == {None}
     with pytest.raises(ValueError, match="cannot exceed 1"):
         random_faults(0.7, 0.5, random.Random(1))
+
+
+def test_planned_faults_come_at_their_statement_whatever_the_draw() -> None:
+    """EACH_PROCESS: the n-th acquire and completion meet their fault even at a rate too small
+    to draw one, so a chaos run's verdict that each fault happened holds by plan."""
+    decide = random_faults(1e-9, 1e-9, random.Random(1), planned=EACH_PROCESS)
+    for kind, planned in EACH_PROCESS.items():
+        met = [decide(kind) for _ in range(10)]
+        assert {n: fault for n, fault in enumerate(met, start=1) if fault} == planned
+    assert [decide("write") for _ in range(10)] == [None] * 10  # nothing planned for writes
+
+
+def test_planned_faults_need_their_rate() -> None:
+    """No rates, no faults: the plan does not force a fault the run turned off."""
+    decide = random_faults(0.0, 1e-9, random.Random(1), planned=EACH_PROCESS)
+    met = [decide("acquire") for _ in range(10)]
+    assert [n for n, fault in enumerate(met, start=1) if fault] == [5]
+    assert draws(random_faults(0.0, 0.0, random.Random(1), EACH_PROCESS), "acquire") == {None: 400}
 
 
 @pytest.fixture
