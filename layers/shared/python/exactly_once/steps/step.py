@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from exactly_once.errors import StepWriteRefused
+from exactly_once.errors import ConfigurationError, StepWriteRefused
 from exactly_once.stores import schema
 
 if TYPE_CHECKING:
@@ -85,8 +85,7 @@ class Step:
         {"ConditionCheck": …}) to commit with this step's recovery point (DynamoDB store only).
         Its own condition, if refused, fails the step with StepWriteRefused: nothing is written.
         """
-        if self._store.backend != "dynamodb":
-            raise TypeError("step.write is for the DynamoDB store; use step.transaction")
+        self._dynamodb_only("write")
         self._running("write")
         if len(self.writes) >= MAX_WRITES:
             raise StepWriteRefused(
@@ -99,7 +98,26 @@ class Step:
     def put(self, table: str, item: dict[str, Any], *, new_only: tuple[str, ...] = ()) -> None:
         """`write` a Put of `item` (low-level attribute values) into `table`; `new_only` names
         key attributes that must not exist yet (a second item with that key is refused)."""
+        self._dynamodb_only("put")
         self.write(_put(table, item, new_only))
+
+    def _dynamodb_only(self, what: str) -> None:
+        """`write`/`put` on another store: a ConfigurationError, as `ctx.transaction` is on
+        DynamoDB, raised inside fn before anything of the step is written (so nothing of it
+        commits, and the key stays retryable), and saying what to use instead."""
+        backend = self._store.backend
+        if backend == "dynamodb":
+            return
+        instead = (
+            "make the step's writes in its transaction (step.transaction), which commits with "
+            "its recovery point"
+            if backend == "postgres"
+            else "this store takes no writes with a step"
+        )
+        raise ConfigurationError(
+            f"step.{what} adds a DynamoDB TransactWriteItems entry, and this is the {backend} "
+            f"store: {instead}"
+        )
 
 
 def _put(table: str, item: dict[str, Any], new_only: tuple[str, ...]) -> dict[str, Any]:
