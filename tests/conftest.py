@@ -12,6 +12,7 @@ import boto3
 import psycopg
 import pytest
 from botocore.config import Config
+from hypothesis import HealthCheck, settings
 
 from exactly_once import clients
 from exactly_once.stores.dynamodb.store import IdempotencyStore
@@ -36,6 +37,14 @@ os.environ.update(
     }
 )
 os.environ.pop("AWS_PROFILE", None)
+
+# Hypothesis times each example by the wall clock (a 200 ms deadline) and its data generation
+# (the too_slow health check). On CI's loaded 2-core machine one stall of a few hundred ms then
+# fails a correct property test ("Unreliable test timings"). The properties are about values,
+# never speed: max_examples bounds their size, pytest-timeout a hang.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
+
 # Every synthesis builds the layer: without a target's Python here, the running one compiles it
 # (tests/layer_bytecode.py), and the header says so.
 stand_in_environment()
