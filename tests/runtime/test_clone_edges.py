@@ -137,6 +137,8 @@ def test_an_entry_points_lock_held_at_a_fork_does_not_deadlock_the_child() -> No
     try:
         lifecycle.cloned()
         threading.Thread(target=lambda: made.append(entry.processor()), daemon=True).start()
-        wait_until(lambda: made, lambda: "the child's first request still waits", bound_s=10)
+        # The bound only turns a hang into a failure: opening the store (clients, config) may
+        # take seconds on a loaded machine, so the suite's generous default, not 10 s.
+        wait_until(lambda: made, lambda: "the child's first request still waits")
     finally:
         held.release()
