@@ -4,7 +4,6 @@ resumes, poison routing, giving up, and redelivery from the checkpoint as Lambda
 from __future__ import annotations
 
 import base64
-import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -301,25 +300,28 @@ def test_a_record_whose_holder_renews_its_lease_is_answered_in_progress_without_
     build: MakeStreamConsumer, store: IdempotencyStore, scope: str, ddb: DynamoDBClient
 ) -> None:
     """A holder that renews is alive: waiting on it could stall two invocations that hold each
-    other's keys, so the wait ends at the renewal and the record is answered in progress."""
-    holder = store.acquire(scope, "o1", lease_ms=1_500, owner="alive").lock
+    other's keys, so the wait ends at the renewal and the record is answered in progress.
+
+    The holder renews while the record waits, just before its first read (not on a timer
+    racing that read: a loaded machine could delay the timer past it). Its 30 s lease is a
+    long wait for a record that missed the renewal."""
+    holder = store.acquire(scope, "o1", lease_ms=30_000, owner="alive").lock
     assert holder is not None
-    renewer = threading.Timer(0.5, lambda: store.extend(holder, 600_000))
-    renewer.start()
     handler = Flaky()
     consumer = build(handler)
     records = [kinesis_record({"orderId": f"o{n}"}, n) for n in range(3)]
     reads: list[str] = []
 
-    def count(**kwargs: Any) -> None:
+    def renew_then_count(**kwargs: Any) -> None:
+        if not reads:
+            assert store.extend(holder, 600_000).ok
         reads.append("GetItem")
 
-    ddb.meta.events.register("before-call.dynamodb.GetItem", count)
+    ddb.meta.events.register("before-call.dynamodb.GetItem", renew_then_count)
     try:
         response = consumer(records_event(*records), context())
     finally:
-        ddb.meta.events.unregister("before-call.dynamodb.GetItem", count)
-    renewer.join()
+        ddb.meta.events.unregister("before-call.dynamodb.GetItem", renew_then_count)
     assert reads == ["GetItem"]  # it read the record once, saw the renewal, and stopped waiting
     assert response == {
         "batchItemFailures": [{"itemIdentifier": records[1]["kinesis"]["sequenceNumber"]}]
