@@ -50,7 +50,8 @@ FAULTS = """\
 * **DynamoDB throttling**: a botocore `before-send` hook on the worker's DynamoDB client
   answers a share of requests with `ProvisionedThroughputExceededException`. botocore's
   standard retry mode retries them (backoff, retry quota); only what is still throttled after
-  the last attempt reaches the consumer.
+  the last attempt reaches the consumer. On top of the draws each worker process throttles its
+  3rd and 8th request (`throttling.THROTTLED_EACH_PROCESS`), so every run meets throttles.
 * **SQS delete failure**: the worker drops a share of the DeleteMessageBatch entries of
   successful records, so they are redelivered.
 * **poison**: bodies that are not JSON, have no `orderId`, or have a negative amount.

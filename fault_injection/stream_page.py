@@ -84,8 +84,10 @@ FAULTS = """\
 * **DynamoDB throttling** and **lost replies**: botocore `before-send` hooks on the layer's
   DynamoDB client answer a share of requests with `ProvisionedThroughputExceededException`
   (botocore's standard retry mode retries them), or send the request, let DynamoDB apply it and
-  hand botocore a 500 instead, so the retry meets the state its own first attempt left. The
-  lease table has a client of its own (the mapping's checkpoints are not the function's I/O).
+  hand botocore a 500 instead, so the retry meets the state its own first attempt left. On top
+  of the draws each poller process throttles its 3rd and 8th request and loses the reply of its
+  5th (`THROTTLED_EACH_PROCESS`, `stream_worker.LOST_EACH_PROCESS`), so every run meets both.
+  The lease table has a client of its own (the mapping's checkpoints are not the function's I/O).
 * **dropped checkpoints**: a share of the checkpoint writes are skipped, so the batch is read
   again.
 * **poison**: data that is not JSON, not UTF-8, has no `orderId`, or a negative amount: each

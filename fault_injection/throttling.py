@@ -12,7 +12,7 @@ import json
 import random
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.awsrequest import AWSResponse, HTTPHeaders
@@ -53,20 +53,36 @@ def throttle_response(url: str) -> AWSResponse:
     return error_response(url, 400, _BODY)
 
 
+# The requests (counted from 1, retries included) a chaos worker process throttles whatever the
+# draw. A run of a few hundred messages sends only a few hundred requests through batched
+# acquires, so at a 5 % rate the draws alone give about 16 throttles and sometimes under 10;
+# these make "throttles happened" hold by plan: the requests come from at most the workers
+# plus the respawns after planned crashes, so some process always reaches its 8th.
+THROTTLED_EACH_PROCESS = (3, 8)
+
+
 def install_throttling(
     client: DynamoDBClient,
     rate: float,
     rng: random.Random,
     on_throttle: Callable[[str], None] | None = None,
+    planned: Collection[int] = (),
 ) -> None:
-    """Answer `rate` of the client's requests with a throttle; `on_throttle(operation)` counts."""
+    """Answer `rate` of the client's requests with a throttle; `on_throttle(operation)` counts.
+
+    `planned` (e.g. THROTTLED_EACH_PROCESS) throttles the client's n-th request whatever the
+    draw; every request still takes its draw, so a seeded run's other draws are unchanged.
+    """
     if rate <= 0:
         return
-    lock = threading.Lock()  # Random is not safe to share between the record threads
+    lock = threading.Lock()  # Random and the count are not safe to share between threads
+    sent = 0
 
     def before_send(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None:
+        nonlocal sent
         with lock:
-            hit = rng.random() < rate
+            sent += 1
+            hit = rng.random() < rate or sent in planned
         if not hit:
             return None
         if on_throttle is not None:

@@ -25,7 +25,7 @@ from exactly_once_ops.lambda_context import LocalLambdaContext
 from fault_injection import events, injection
 from fault_injection.pg_policy import EACH_PROCESS, random_faults
 from fault_injection.settings import StoreKind
-from fault_injection.throttling import install_throttling
+from fault_injection.throttling import THROTTLED_EACH_PROCESS, install_throttling
 from local_aws import lock_off
 from local_aws.poller import (
     FunctionBinding,
@@ -107,6 +107,7 @@ def _load_with_faults(spec: WorkerSpec, rng: random.Random) -> Handler:
         spec.throttle_rate,
         rng,
         lambda operation: events.record("throttle", op=operation),
+        planned=THROTTLED_EACH_PROCESS,  # so every run meets throttles, whatever the draws
     )
     return load_handler(spec.handler)
 

@@ -22,6 +22,7 @@ from fault_injection.stream_harness import KinesisStack, stream_consumers
 from fault_injection.stream_report import print_report
 from fault_injection.stream_runner import KinesisResult, run_kinesis_chaos
 from fault_injection.stream_workload import CRASH_POINTS, PAUSE_POINTS, KinesisSettings, RecordKind
+from fault_injection.throttling import THROTTLED_EACH_PROCESS
 from local_aws.dynamodb_local import DynamoDBLocal
 from local_aws.moto_server import MotoServer
 
@@ -93,7 +94,10 @@ def test_every_fault_injected_and_the_books_still_close(
     assert run.pool.paused >= 2, report
     assert min(run.pool.paused_s) > run.pause_s - 1, report
     assert run.pool.exited_otherwise == 0, report
-    assert run.events["throttle"] >= 5, report
+    # Each poller process throttles its THROTTLED_EACH_PROCESS requests and loses the reply of
+    # its LOST_EACH_PROCESS-th, on top of the draws (about 14 throttles and 6 lost replies: the
+    # draws alone missed ">= 5" and ">= 1" about one run in 500 and in 400).
+    assert run.events["throttle"] >= len(THROTTLED_EACH_PROCESS), report
     assert run.events["lost-reply"] >= 1, report
     assert run.events["transient"] >= 1, report
     assert run.batches["takeovers"] >= 1, report

@@ -22,6 +22,7 @@ from fault_injection.consumers import by_names
 from fault_injection.report import print_report
 from fault_injection.runner import run_chaos
 from fault_injection.settings import DEPLOY_CONTEXT, ChaosSettings, FaultRates, StoreKind
+from fault_injection.throttling import THROTTLED_EACH_PROCESS
 from fault_injection.workload import Kind
 from local_aws.local_stack import LocalStack
 from tests.chaos.lock_off import assert_the_books_find_the_doubles, run_lock_off
@@ -67,7 +68,9 @@ def test_every_fault_injected_and_the_books_still_close(stack: LocalStack, tmp_p
     assert run.pool.paused >= 2, report
     assert min(run.pool.paused_s) > run.pause_s - 1, report
     assert run.pool.exited_otherwise == 0, report
-    assert run.events["throttle"] >= 10, report
+    # Each worker process throttles its THROTTLED_EACH_PROCESS requests, and some process always
+    # reaches them; the draws come on top (about 16 at 5 %, so ">= 10" failed about one run in 25).
+    assert run.events["throttle"] >= len(THROTTLED_EACH_PROCESS), report
     assert run.events["transient"] >= 1, report
     assert run.batches["delete_dropped"] >= 1, report
     assert run.batches["takeovers"] >= 1, report
