@@ -56,7 +56,9 @@ if TYPE_CHECKING:
     from exactly_once.sns.subscriber import DeliveryFailed as DeliveryFailed
     from exactly_once.sns.subscriber import SnsSubscriber as SnsSubscriber
     from exactly_once.sns.subscriber import sns_subscriber as sns_subscriber
+    from exactly_once.steps.completer import Completer as Completer
     from exactly_once.steps.completer import complete_abandoned as complete_abandoned
+    from exactly_once.steps.resumable import NotFinished as NotFinished
     from exactly_once.steps.resumable import Resumable as Resumable
     from exactly_once.steps.resumable import resumable as resumable
     from exactly_once.stores.postgres.store import PostgresStore as PostgresStore
@@ -83,8 +85,10 @@ _LAZY = {
     "begin": "once_lock",
     "once": "once_lock",
     # Finishing abandoned keys (steps/): only code that defines or completes resumables.
+    "NotFinished": "steps.resumable",
     "Resumable": "steps.resumable",
     "resumable": "steps.resumable",
+    "Completer": "steps.completer",
     "complete_abandoned": "steps.completer",
 }
 
@@ -95,6 +99,7 @@ __all__ = [
     "Claim",
     "ClaimStatus",
     "CommitFailed",
+    "Completer",
     "ConfigurationError",
     "DeliveryFailed",
     "ErrorInfo",
@@ -108,6 +113,7 @@ __all__ = [
     "LockInherited",
     "LockedContext",
     "NotAcquired",
+    "NotFinished",
     "NotificationContext",
     "OnceBlock",
     "OnceLock",
