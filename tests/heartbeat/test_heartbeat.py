@@ -93,7 +93,10 @@ def test_renewals_stop_at_the_long_lease_so_a_hung_handler_loses_the_key(
         lambda: store.get(scope, k),
     )
     assert taken.takeover
-    assert held.lock.store_lock.lease_expires_at_ms <= before + budget_ms + 100
+    # The last renewal asks for the budget's time left, measured just before its store call: a
+    # loaded machine that preempts the thread in between moves the end by that delay, so allow
+    # half a second. Renewing a whole beat past the budget overshoots by over a second.
+    assert held.lock.store_lock.lease_expires_at_ms <= before + budget_ms + 500
     with pytest.raises(LeaseLost):
         held.lock.succeed("too late")
     taken.lock.succeed(None)
