@@ -30,9 +30,10 @@ from exactly_once.claims import Claim, ClaimStatus, claim
 from exactly_once.config import store_settings
 from exactly_once.errors import LeaseLost, PermanentError
 from exactly_once.held_lock import positive_ms
+from exactly_once.keys import hashed_key
 from exactly_once.lease import owner as lambda_owner
 from exactly_once.steps.resumable import NoStoredInput, Resumable, registered
-from exactly_once.steps.runner import INPUT
+from exactly_once.steps.runner import INPUT, input_of
 from exactly_once.stores.protocol import Store
 from exactly_once.stores.schema import Status
 
@@ -190,7 +191,7 @@ class Completer:
         claimed = claim(
             store,
             scope,
-            key,
+            _first_holders_key(key, current),
             lease_ms=lease_ms,
             owner=self.owner,
             block_takeover=settings["block_takeover"]
@@ -280,6 +281,17 @@ def complete_abandoned(
         lambda_context=lambda_context,
     )
     return completer.run(limit)
+
+
+def _first_holders_key(stored: str, record: StoredRecord) -> str:
+    """The key to take the record with, which the function gets as `lock.key`: the one its
+    first holder had, kept beside the input when the record's id holds another form of it
+    (PostgreSQL keeps a key with a NUL as its hash, and the listing has only the id); else
+    the key as stored. Only a key whose hash is the stored form: the acquire goes to this
+    record and no other."""
+    point = record.steps.get(INPUT)
+    kept = None if point is None else input_of(point)[0]
+    return kept if kept is not None and hashed_key(kept) == stored else stored
 
 
 def _retryable(record: StoredRecord) -> bool:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 MAX_NAME = 256
 INPUT = 0  # the position of a resumable's stored input (resumable.py), before every step
+KEYED_INPUT = "input+key"  # point 0 holding {"key", "input"}: see `keep_input`
 
 
 class Holder(Protocol):
@@ -141,8 +142,16 @@ class StepRun:
         store, lock = self._held()
         points = self._points(store, lock)
         if INPUT in points:
-            return points[INPUT].result
-        self._record_point(store, lock, INPUT, "input", value, ())
+            return input_of(points[INPUT])[1]
+        key = self._ctx.key
+        if stored_key(lock.record_id, self._ctx.scope, key) == key:
+            self._record_point(store, lock, INPUT, "input", value, ())
+        else:
+            # The record's id holds another form of the key (PostgreSQL keeps a key with a NUL
+            # as its hash): the key is kept beside the input, so that the completer, which
+            # finds keys by id, hands the function the key its first holder had.
+            kept = {"key": key, "input": value}
+            self._record_point(store, lock, INPUT, KEYED_INPUT, kept, ())
         return value
 
     @property
@@ -156,7 +165,7 @@ class StepRun:
         """(True, the kept input), or (False, None) when no holder kept one."""
         store, lock = self._held()
         point = self._points(store, lock).get(INPUT)
-        return (False, None) if point is None else (True, point.result)
+        return (False, None) if point is None else (True, input_of(point)[1])
 
     def _held(self) -> tuple[Store, Lock]:
         store, lock = self._ctx._store, self._ctx._lock
@@ -230,6 +239,15 @@ class StepRun:
     def _advance(self, position: int, name: str) -> None:
         self._position = position
         self._names.add(name)
+
+
+def input_of(point: StepPoint) -> tuple[str | None, Any]:
+    """(the key kept beside the input, or None when the record's id holds the key as it is;
+    the input) of a recovery point 0 (`StepRun.keep_input`)."""
+    if point.name == KEYED_INPUT:
+        kept = point.result
+        return str(kept["key"]), kept["input"]
+    return None, point.result
 
 
 def checked(name: str) -> str:
