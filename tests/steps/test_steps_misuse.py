@@ -90,6 +90,7 @@ def test_step_transaction_on_dynamodb_is_a_configuration_error_naming_step_write
     with pytest.raises(ConfigurationError, match=r"step\.write") as raised:
         holder.step("charge", fn)
     assert "PostgreSQL" in str(raised.value)
+    assert "step.put" in str(raised.value)  # both ways of giving a step its writes
     record = store.get(scope, "k")
     assert record is not None
     assert (record.status, record.steps) == (Status.IN_PROGRESS, {})

@@ -275,7 +275,8 @@ class IdempotencyStore:
         """A step's writes on DynamoDB are `writes` committed with its recovery point."""
         raise ConfigurationError(
             "a step's transaction needs the PostgreSQL store (IDEMPOTENCY_DSN); on DynamoDB "
-            "give the step its writes (step.write(...)), committed with its recovery point"
+            "give the step its writes (step.write(...) or step.put(...)), committed with its "
+            "recovery point"
         )
 
     def discard_step(self, lock: Lock) -> None:
