@@ -4,20 +4,8 @@ draws alone miss about one run in 400)."""
 
 from __future__ import annotations
 
-import random
-
 from fault_injection.stream_worker import LOST_EACH_PROCESS, lost_replies
-
-
-class Scripted(random.Random):
-    """A Random whose draws are given."""
-
-    def __init__(self, draws: list[float]) -> None:
-        super().__init__(0)
-        self.draws = draws
-
-    def random(self) -> float:
-        return self.draws.pop(0)
+from tests.chaos.scripted_random import Scripted
 
 
 def test_the_planned_reply_is_lost_whatever_the_draw() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING
 
 import pytest
@@ -10,21 +9,11 @@ from botocore.exceptions import ClientError
 
 from fault_injection.throttling import THROTTLE_CODE, THROTTLED_EACH_PROCESS, install_throttling
 from local_aws.dynamodb_local import DynamoDBLocal
+from tests.chaos.scripted_random import Scripted
 from tests.conftest import make_ddb_client
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-
-class Scripted(random.Random):
-    """A Random whose draws are given: 0.0 throttles, 0.99 lets the request through."""
-
-    def __init__(self, draws: list[float]) -> None:
-        super().__init__(0)
-        self.draws = draws
-
-    def random(self) -> float:
-        return self.draws.pop(0)
 
 
 def put(client: DynamoDBClient, table: str, key: str) -> int:
