@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from exactly_once_ops.message_attributes import error_type
+from exactly_once_ops.message_attributes import ORIGINAL_ID_ATTRIBUTE, error_type, layer_attribute
 from exactly_once_ops.send import OutgoingMessage
 
 if TYPE_CHECKING:
@@ -205,8 +205,13 @@ def failure_reason(message: dict[str, Any]) -> str:
 
 def dead_letter_reasons(sqs: SQSClient, queue_url: str, run_id: str = "") -> Counter[str]:
     """Count the DLQ's messages by the reason the layer attached (peeking, not deleting); with
-    `run_id`, only those whose body names that run (every body a demo workload sends does)."""
+    `run_id`, only those whose body names that run (every body a demo workload sends does).
+
+    Copies of one message count once: a standard queue delivers at least once, so two
+    invocations can hold the same poison message and each dead-letters it (same
+    `eo-original-message-id`). That is one poison message, not a second one nor a loss."""
     reasons: Counter[str] = Counter()
+    seen: set[str] = set()
     handles: list[str] = []
     while True:
         got = sqs.receive_message(
@@ -219,7 +224,10 @@ def dead_letter_reasons(sqs: SQSClient, queue_url: str, run_id: str = "") -> Cou
         if not got:
             break
         for message in got:
-            if run_id in message.get("Body", ""):
+            attributes = message.get("MessageAttributes", {})
+            original = layer_attribute(attributes, ORIGINAL_ID_ATTRIBUTE) or message["MessageId"]
+            if run_id in message.get("Body", "") and original not in seen:
+                seen.add(original)
                 reasons[failure_reason(dict(message))] += 1
             handles.append(message["ReceiptHandle"])
     for handle in handles:  # make them visible again: this was only a look
