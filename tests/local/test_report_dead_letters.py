@@ -19,7 +19,7 @@ import pytest
 from moto import mock_aws
 
 from local_aws.demo import Workload, plan_orders
-from local_aws.demo_report import build_report
+from local_aws.demo_report import DemoReport, build_report
 from local_aws.demo_workload import SentBatch, SentWorkload
 
 if TYPE_CHECKING:
@@ -37,6 +37,26 @@ def client() -> Iterator[SQSClient]:
         yield boto3.client("sqs", region_name="us-east-1")
 
 
+def orders_report(client: SQSClient, dlq: str, run_id: str, sent: int, poison: int) -> DemoReport:
+    """The report of a run `run_id` that sent `sent` Orders messages, `poison` of them poison
+    (no ledger: only the DLQ is read)."""
+    workload = SentWorkload(
+        run_id=run_id,
+        batches=[SentBatch("Orders", sent, 0, poison, 1.0)],
+        expected_keys=[],
+        dead_letters_before={},
+    )
+    return build_report(
+        client,
+        NoLedger(),
+        {"OrdersDeadLetterQueueUrl": dlq},
+        workload,
+        totals=None,
+        drained=True,
+        elapsed_s=1.0,
+    )
+
+
 def test_a_message_sent_by_hand_is_not_the_runs_poison(client: SQSClient) -> None:
     dlq = client.create_queue(QueueName="orders-dlq")["QueueUrl"]
     plan = plan_orders(Workload(orders=8, duplicate_ratio=0.0, poison=4), "r1", random.Random(1))
@@ -47,21 +67,7 @@ def test_a_message_sent_by_hand_is_not_the_runs_poison(client: SQSClient) -> Non
         client.send_message(QueueUrl=dlq, MessageBody=body)
     by_hand = json.dumps({"orderId": "o-heal-1", "amount": 5, "failTimes": 5})
     client.send_message(QueueUrl=dlq, MessageBody=by_hand)
-    sent = SentWorkload(
-        run_id="r1",
-        batches=[SentBatch("Orders", len(plan.messages), 0, plan.poison, 1.0)],
-        expected_keys=[],
-        dead_letters_before={},
-    )
-    report = build_report(
-        client,
-        NoLedger(),
-        {"OrdersDeadLetterQueueUrl": dlq},
-        sent,
-        totals=None,
-        drained=True,
-        elapsed_s=1.0,
-    )
+    report = orders_report(client, dlq, "r1", len(plan.messages), plan.poison)
     assert sum(report.dead_letters["Orders"].values()) == plan.poison  # not plan.poison + 1
     assert report.ok
 
@@ -91,20 +97,6 @@ def test_a_poison_message_delivered_twice_and_dead_lettered_twice_counts_once(
     _dead_letter(client, dlq, "r2 not JSON", "m-1")
     _dead_letter(client, dlq, "r2 not JSON", "m-1")  # the same message, dead-lettered again
     _dead_letter(client, dlq, "r2 not JSON either", "m-2")
-    sent = SentWorkload(
-        run_id="r2",
-        batches=[SentBatch("Orders", 2, 0, 2, 1.0)],
-        expected_keys=[],
-        dead_letters_before={},
-    )
-    report = build_report(
-        client,
-        NoLedger(),
-        {"OrdersDeadLetterQueueUrl": dlq},
-        sent,
-        totals=None,
-        drained=True,
-        elapsed_s=1.0,
-    )
+    report = orders_report(client, dlq, "r2", 2, 2)
     assert report.dead_letters == {"Orders": {"NonJsonBody": 2}}  # m-1 once, m-2 once
     assert report.ok
