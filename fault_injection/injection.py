@@ -7,6 +7,11 @@ that is (a marker file in the run's event directory says it fired). Only once, o
 body would kill every worker that picks it up until SQS gave up on it; not "on delivery one",
 because a first delivery can miss the point (its batch died on another record's crash, or a
 throttle failed it), and then a planned fault would silently never happen.
+
+Faults fire one at a time per process (`_firing`), and a pause holds that turn until the
+supervisor has woken it: a SIGSTOP takes hold only when the kernel next stops each thread, so a
+crash fired meanwhile by another record of the same batch could kill the process before it ever
+froze, and the planned zombie would never happen (CI saw 1 pause where 2 were planned).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import hashlib
 import json
 import os
 import signal
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from fault_injection import events
@@ -24,6 +32,10 @@ AFTER_EFFECT = "after-effect"  # the side effect is written, the completion is n
 BEFORE_DELETE = "before-delete"  # completed, but the SQS delete has not happened
 CRASH_POINTS = (BEFORE_EFFECT, AFTER_EFFECT, BEFORE_DELETE)
 PAUSE_POINTS = (BEFORE_EFFECT, AFTER_EFFECT)
+WAKE_WAIT_S = 900.0  # a paused worker gives up waiting for its wake marker after this
+
+_firing = threading.Lock()
+_pauses = 0  # this process's pauses so far: its n-th waits for wake marker n
 
 
 class InjectedTransientError(RuntimeError):
@@ -40,22 +52,46 @@ def pause(point: str, key: str | None) -> None:
     """SIGSTOP this worker; the supervisor sends SIGCONT once its lease is long gone.
 
     Every record of the batch stops with it, wherever it is: a whole invocation turns zombie.
+    Returns only once the supervisor has woken it (`wake`), so the stop has surely taken hold.
     """
+    global _pauses
     events.record("pause", point=point, key=key)
+    _pauses += 1
     os.kill(os.getpid(), signal.SIGSTOP)
+    _wait_for_wake(_pauses)
     events.record("resumed", point=point, key=key)
+
+
+def wake(pid: int, directory: str | Path | None) -> None:
+    """SIGCONT a paused worker, first leaving the marker its `pause` waits for."""
+    if directory:
+        woken = len(list(Path(directory).glob(f"woken-{pid}-*")))
+        Path(directory, f"woken-{pid}-{woken + 1}").touch()
+    os.kill(pid, signal.SIGCONT)
+
+
+def _wait_for_wake(n: int) -> None:
+    """Wait for wake marker `n` (none to wait for outside a chaos run: a unit test)."""
+    directory = os.environ.get(events.EVENT_DIR_ENV)
+    if not directory:
+        return
+    marker = Path(directory, f"woken-{os.getpid()}-{n}")
+    deadline = time.monotonic() + WAKE_WAIT_S
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def at_point(body: Any, point: str, key: str | None, receive_count: int) -> None:
     """Fire the body's crash or pause if it is planned for `point` and has not fired yet."""
     if not isinstance(body, dict) or point not in (body.get("crash"), body.get("pause")):
         return
-    if not _first_time(body, point, receive_count):
-        return
-    if body.get("crash") == point:
-        crash(point, key)
-    if body.get("pause") == point:
-        pause(point, key)
+    with _firing:
+        if not _first_time(body, point, receive_count):
+            return
+        if body.get("crash") == point:
+            crash(point, key)
+        if body.get("pause") == point:
+            pause(point, key)
 
 
 def _first_time(body: dict[str, Any], point: str, receive_count: int) -> bool:

@@ -3,13 +3,14 @@
 A worker that SIGSTOPs itself is found by its process state (`T` in /proc/PID/stat) and gets
 SIGCONT after `pause_s`, well past its lease and the queue's visibility timeout, so the
 message is redelivered and taken over while the worker is frozen: when it wakes it is a
-zombie. Only this pool's own children are ever signalled, by pid.
+zombie. Only this pool's own children are ever signalled, by pid. The wake leaves a marker in
+the run's event directory first: the paused worker holds its turn to fire faults until it sees
+it (see fault_injection.injection).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import signal
 import threading
 import time
@@ -19,6 +20,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Protocol
 
+from fault_injection import injection
+from fault_injection.events import EVENT_DIR_ENV
 from fault_injection.worker import worker_main
 
 
@@ -27,6 +30,9 @@ class Spec(Protocol):
 
     @property
     def log_dir(self) -> str: ...
+
+    @property
+    def environment(self) -> dict[str, str]: ...
 
 
 def process_state(pid: int) -> str | None:
@@ -144,7 +150,7 @@ class WorkerPool:
             self._spawn(index)
 
     def _wake(self, pid: int, paused_for: float) -> None:
-        os.kill(pid, signal.SIGCONT)
+        injection.wake(pid, self.spec.environment.get(EVENT_DIR_ENV))
         self._stopped_at.pop(pid, None)
         self.stats.paused += 1
         self.stats.paused_s.append(paused_for)

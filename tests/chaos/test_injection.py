@@ -5,12 +5,13 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import pytest
 
-from fault_injection import injection
+from fault_injection import events, injection
 from fault_injection.events import EVENT_DIR_ENV, read_events
 from fault_injection.supervisor import process_state
 from tests.waiting import wait_until
@@ -47,11 +48,54 @@ def test_a_pause_point_stops_the_process_until_it_is_continued(tmp_path: Path) -
     assert process.pid is not None
     wait_for_state(process.pid, "T")
 
-    os.kill(process.pid, signal.SIGCONT)
+    injection.wake(process.pid, tmp_path)
     process.join(20)
 
     assert process.exitcode == 0
     assert [e["kind"] for e in read_events(tmp_path)] == ["pause", "resumed"]
+
+
+def pause_while_another_record_crashes(event_dir: str) -> None:
+    """A batch where one record pauses and another crashes at the same moment: the crash is
+    fired (on its own thread) right after the pause is logged, before the SIGSTOP is sent."""
+    os.environ[EVENT_DIR_ENV] = event_dir
+    record = events.record
+
+    def crash_alongside(kind: str, **fields: object) -> None:
+        record(kind, **fields)
+        if kind == "pause":
+            other = {"orderId": "o-2", "crash": injection.AFTER_EFFECT}
+            crasher = threading.Thread(
+                target=injection.at_point, args=(other, injection.AFTER_EFFECT, "k2", 1)
+            )
+            crasher.start()
+            crasher.join(1.0)  # time enough to kill the process, unless it waits its turn
+
+    events.record = crash_alongside
+    injection.at_point(
+        {"orderId": "o-1", "pause": injection.AFTER_EFFECT}, injection.AFTER_EFFECT, "k1", 1
+    )
+
+
+def test_a_crash_on_another_thread_waits_until_the_pause_has_frozen_the_process(
+    tmp_path: Path,
+) -> None:
+    """CI once saw a planned zombie never freeze: another record's crash killed its process
+    between the pause's log line and its SIGSTOP taking hold."""
+    process = mp.get_context("spawn").Process(
+        target=pause_while_another_record_crashes, args=(str(tmp_path),)
+    )
+    process.start()
+    assert process.pid is not None
+    pid = process.pid
+    wait_until(lambda: process_state(pid) in ("T", "Z", None), lambda: process_state(pid))
+    assert process_state(pid) == "T", [e["kind"] for e in read_events(tmp_path)]
+
+    injection.wake(pid, tmp_path)
+    process.join(20)
+
+    assert process.exitcode == -signal.SIGKILL
+    assert [e["kind"] for e in read_events(tmp_path)] == ["pause", "resumed", "crash"]
 
 
 def test_a_point_fires_once_whichever_delivery_reaches_it_first(tmp_path: Path) -> None:
