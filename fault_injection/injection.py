@@ -77,7 +77,10 @@ def _wait_for_wake(n: int) -> None:
         return
     marker = Path(directory, f"woken-{os.getpid()}-{n}")
     deadline = time.monotonic() + WAKE_WAIT_S
-    while not marker.exists() and time.monotonic() < deadline:
+    while not marker.exists():
+        if time.monotonic() >= deadline:  # woken by someone else (a manual `kill -CONT`)
+            events.record("wake-missed", pause=n)
+            return
         time.sleep(0.01)
 
 

@@ -55,6 +55,27 @@ def test_a_pause_point_stops_the_process_until_it_is_continued(tmp_path: Path) -
     assert [e["kind"] for e in read_events(tmp_path)] == ["pause", "resumed"]
 
 
+def pause_with_a_short_wake_wait(event_dir: str) -> None:
+    injection.WAKE_WAIT_S = 0.5
+    run_point(event_dir, {"pause": injection.AFTER_EFFECT}, 1)
+
+
+def test_a_pause_continued_without_its_wake_marker_says_so_and_goes_on(tmp_path: Path) -> None:
+    """A `kill -CONT` by hand leaves no marker: the worker logs it rather than wait forever."""
+    process = mp.get_context("spawn").Process(
+        target=pause_with_a_short_wake_wait, args=(str(tmp_path),)
+    )
+    process.start()
+    assert process.pid is not None
+    wait_for_state(process.pid, "T")
+
+    os.kill(process.pid, signal.SIGCONT)
+    process.join(20)
+
+    assert process.exitcode == 0
+    assert [e["kind"] for e in read_events(tmp_path)] == ["pause", "wake-missed", "resumed"]
+
+
 def pause_while_another_record_crashes(event_dir: str) -> None:
     """A batch where one record pauses and another crashes at the same moment: the crash is
     fired (on its own thread) right after the pause is logged, before the SIGSTOP is sent."""
